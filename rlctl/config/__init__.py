@@ -1,0 +1,1 @@
+"""The typed recipe: sections, loading with precedence, cross-field checks, derived numbers."""

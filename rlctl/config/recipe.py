@@ -1,0 +1,342 @@
+"""The recipe's sections as pydantic models.
+
+The *algorithm* (what is optimised) lives in ``[algorithm]``, ``[rollout]``, ``[[rewards]]``;
+the *engines* (how it runs) live in ``[engines.*]``, ``[data_plane]``, ``[resources]``.
+Changing anything under ``[engines.*]``, ``[data_plane]`` or ``[resources]`` must not change
+the math. Every field has a type, a default where one makes sense and a one-line docstring
+(``use_attribute_docstrings`` turns it into the schema description; a test enforces it).
+
+The ``options`` tables are plain dicts here; :mod:`rlctl.config.plugin_options` validates
+each against the option model that the selected plugin registered.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
+
+
+class Section(BaseModel):
+    """Base of every recipe section: strict (unknown keys are errors) and immutable."""
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, use_attribute_docstrings=True, populate_by_name=True
+    )
+
+
+Options = dict[str, Any]
+
+# --------------------------------------------------------------------------- run & model
+
+
+class RunSection(Section):
+    name: str = Field("rlctl-run", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    """Run name; the run directory is ``<output_dir>/<name>``."""
+    seed: int = Field(0, ge=0)
+    """Seed for model init, data order, sampling and dropout."""
+    output_dir: Path = Path("runs")
+    """Directory that holds run directories."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Where models run: ``auto`` picks CUDA when available, else CPU (gloo)."""
+
+
+class TinyModelSection(Section):
+    """Shape of the offline tiny Qwen3 model built when ``model.path = "tiny"``."""
+
+    hidden_size: PositiveInt = 64
+    """Hidden size of the tiny Qwen3 model."""
+    intermediate_size: PositiveInt = 128
+    """MLP width of the tiny Qwen3 model."""
+    num_hidden_layers: PositiveInt = 2
+    """Number of transformer layers."""
+    num_attention_heads: PositiveInt = 4
+    """Number of attention heads."""
+    num_key_value_heads: PositiveInt = 2
+    """Number of key/value heads (GQA)."""
+    head_dim: PositiveInt = 16
+    """Dimension of each attention head."""
+    max_position_embeddings: PositiveInt = 64
+    """Longest sequence (prompt + response) the tiny model accepts."""
+
+
+class ModelSection(Section):
+    path: str = "tiny"
+    """Policy weights: a local HF directory or hub id, or ``tiny`` for an offline random-init tiny Qwen3."""
+    tokenizer: str | None = None
+    """Tokenizer directory or id; defaults to ``path`` (``tiny`` builds a character tokenizer offline)."""
+    dtype: Literal["float32", "bfloat16", "float16"] = "bfloat16"
+    """Parameter dtype of the policy for training and rollout."""
+    trust_remote_code: bool = False
+    """Allow model code from the checkpoint (off: configs never execute code)."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass to save memory."""
+    tiny: TinyModelSection = TinyModelSection()
+    """Architecture of the tiny model (used only when ``path = "tiny"``)."""
+
+
+class CriticSection(Section):
+    enabled: bool = False
+    """Train a value model (needed by ``gae``)."""
+    path: str | None = None
+    """Critic weights; defaults to ``model.path`` with a fresh value head."""
+    lr: PositiveFloat = 1e-5
+    """Critic learning rate."""
+    cliprange_value: PositiveFloat = 0.5
+    """Clip range of the value loss around the old values."""
+    warmup_steps: int = Field(0, ge=0)
+    """Steps during which only the critic is updated."""
+
+
+# --------------------------------------------------------------------------- data
+
+
+class DataSection(Section):
+    train: Path | None = None
+    """Parquet file of training prompts (verl layout: a chat-message ``prompt`` column)."""
+    val: Path | None = None
+    """Parquet file of validation prompts."""
+    task: str | None = None
+    """A registered synthetic task instead of parquet files (e.g. ``count_digits``)."""
+    task_options: Options = {}
+    """Options of the synthetic task, validated by the task's option model."""
+    prompt_key: str = "prompt"
+    """Column holding the prompt (chat messages or plain text)."""
+    answer_key: str = "reward_model"
+    """Column holding the ground truth handed to reward functions."""
+    max_prompt_tokens: PositiveInt = 512
+    """Prompts longer than this are rejected when loaded (never silently truncated)."""
+    apply_chat_template: bool = True
+    """Format chat-message prompts with the tokenizer's chat template when it has one."""
+    shuffle: bool = True
+    """Shuffle prompts each epoch (seeded by ``run.seed``)."""
+    val_size: int = Field(64, ge=0)
+    """Number of validation prompts drawn from a synthetic task."""
+
+
+# --------------------------------------------------------------------------- algorithm
+
+
+class LossSection(Section):
+    policy_loss: str = "vanilla"
+    """Registered policy loss (``vanilla`` = PPO clip; ``gspo``, ``cispo``, ...)."""
+    clip_low: float = Field(0.2, ge=0)
+    """Lower clip of the importance ratio (1 - clip_low)."""
+    clip_high: float = Field(0.2, ge=0)
+    """Upper clip of the importance ratio (1 + clip_high); 0.28 is DAPO's clip-higher."""
+    clip_ratio_c: float | None = Field(3.0, gt=1)
+    """Dual-clip bound for negative advantages; ``None`` disables dual-clip."""
+    agg: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = "token-mean"
+    """How per-token losses reduce to one number."""
+    entropy_coef: float = Field(0.0, ge=0)
+    """Weight of the entropy bonus."""
+    tis_cap: float | None = Field(None, gt=0)
+    """Truncated importance sampling between rollout and training log-probs: cap, or ``None`` (off)."""
+    options: Options = {}
+    """Extra options of the selected policy loss, validated by its option model."""
+
+
+class KLSection(Section):
+    apply_in: Literal["none", "loss", "reward"] = Field("none", alias="in")
+    """Where the KL to the reference policy enters: ``none``, the ``loss`` or the ``reward``."""
+    estimator: Literal["k1", "k2", "k3", "abs"] = "k3"
+    """KL estimator (k3 = low-variance KL, k2 = mse)."""
+    coef: float = Field(0.001, ge=0)
+    """KL coefficient (initial value when adaptive)."""
+    controller: Literal["fixed", "adaptive"] = "fixed"
+    """Keep ``coef`` fixed or adapt it towards ``target``."""
+    target: PositiveFloat = 6.0
+    """Target KL of the adaptive controller."""
+    horizon: PositiveInt = 10000
+    """Horizon of the adaptive controller."""
+
+
+class OptimSection(Section):
+    name: Literal["adamw", "adam", "sgd"] = "adamw"
+    """Optimizer."""
+    lr: PositiveFloat = 1e-6
+    """Peak learning rate of the actor."""
+    weight_decay: float = Field(0.0, ge=0)
+    """Decoupled weight decay."""
+    betas: tuple[float, float] = (0.9, 0.999)
+    """Adam betas."""
+    eps: PositiveFloat = 1e-8
+    """Adam epsilon."""
+    grad_clip: float | None = Field(1.0, gt=0)
+    """Clip the global gradient norm to this value; ``None`` disables clipping."""
+    scheduler: Literal["constant", "linear", "cosine"] = "constant"
+    """Learning-rate schedule after warm-up."""
+    warmup_steps: int = Field(0, ge=0)
+    """Optimizer steps of linear warm-up."""
+    min_lr_ratio: float = Field(0.0, ge=0, le=1)
+    """Final learning rate as a fraction of ``lr`` (linear and cosine)."""
+
+
+class AlgorithmSection(Section):
+    estimator: str = "grpo"
+    """Registered advantage estimator (``grpo``, ``rloo``, ``gae``, ...)."""
+    prompts_per_step: PositiveInt = 64
+    """Prompts per training step (the global batch, before ``group_size``)."""
+    group_size: PositiveInt = 8
+    """Responses sampled per prompt (n)."""
+    minibatches: PositiveInt = 1
+    """Minibatches per epoch: optimizer steps per epoch of one training step."""
+    epochs: PositiveInt = 1
+    """Passes over each step's samples (PPO epochs)."""
+    gamma: float = Field(1.0, ge=0, le=1)
+    """Discount factor (GAE, REINFORCE++)."""
+    lam: float = Field(1.0, ge=0, le=1)
+    """GAE lambda."""
+    norm_adv_by_std: bool = True
+    """Divide group-relative advantages by the group std (GRPO); ``dr_grpo`` ignores it."""
+    shuffle_minibatches: bool = True
+    """Shuffle samples between minibatches each epoch (seeded)."""
+    loss: LossSection = LossSection()
+    """Policy-loss settings."""
+    kl: KLSection = KLSection()
+    """KL to the reference policy."""
+    optim: OptimSection = OptimSection()
+    """Actor optimizer and learning-rate schedule."""
+    estimator_options: Options = {}
+    """Extra options of the selected estimator, validated by its option model."""
+
+
+class RolloutSection(Section):
+    max_new_tokens: PositiveInt = 256
+    """Most tokens generated per response."""
+    temperature: float = Field(1.0, ge=0)
+    """Sampling temperature (0 = greedy)."""
+    top_p: float = Field(1.0, gt=0, le=1)
+    """Nucleus sampling threshold."""
+    top_k: int = Field(0, ge=0)
+    """Top-k sampling; 0 disables it."""
+    agent_loop: str = "single_turn"
+    """Registered agent loop that turns a prompt session into outputs."""
+    val_temperature: float = Field(0.0, ge=0)
+    """Sampling temperature for validation."""
+    val_group_size: PositiveInt = 1
+    """Responses per validation prompt."""
+
+
+class RewardSection(Section):
+    name: str
+    """Registered reward function."""
+    weight: float = 1.0
+    """Weight of this reward in the summed score."""
+    options: Options = {}
+    """Options of the reward function, validated by its option model."""
+
+
+# --------------------------------------------------------------------------- engines
+
+
+class TrainEngineSection(Section):
+    backend: str = "fsdp"
+    """Registered model engine for actor, reference and critic (``fsdp``, ``megatron``)."""
+    ranks: PositiveInt = 1
+    """Processes (devices) the training engine spans; data parallel unless options shard further."""
+    micro_batch_size: PositiveInt = 8
+    """Samples per forward/backward per rank (gradient accumulation covers the rest)."""
+    log_prob_micro_batch_size: PositiveInt = 32
+    """Samples per forward when computing log-probs or values."""
+    options: Options = {}
+    """Engine options, validated by the engine's option model (e.g. FSDP mixed precision)."""
+
+
+class RolloutEngineSection(Section):
+    backend: str = "hf"
+    """Registered rollout engine (``hf``, ``vllm``, ``sglang``)."""
+    replicas: PositiveInt = 1
+    """Rollout engine replicas (agent-loop workers share them)."""
+    agent_workers: PositiveInt = 1
+    """AgentLoop worker processes."""
+    weight_sync: str | None = None
+    """Registered weight-sync method; ``None`` takes the engine's default."""
+    options: Options = {}
+    """Engine options, validated by the engine's option model."""
+
+
+class EnginesSection(Section):
+    train: TrainEngineSection = TrainEngineSection()
+    """Training engine (how actor, reference and critic run)."""
+    rollout: RolloutEngineSection = RolloutEngineSection()
+    """Rollout engine (how responses are generated)."""
+
+
+class DataPlaneSection(Section):
+    backend: str = "ray"
+    """Registered data-plane backend (``memory``, ``ray``, ``transferqueue``)."""
+    options: Options = {}
+    """Backend options, validated by the backend's option model."""
+
+
+class ResourcesSection(Section):
+    mode: Literal["ray", "local"] = "ray"
+    """``ray``: worker groups are Ray actors; ``local``: every role in the controller's process."""
+    address: str | None = None
+    """Ray cluster address; ``None`` starts a local cluster bound to loopback."""
+    num_cpus: PositiveInt | None = None
+    """Logical CPUs for a locally started Ray cluster; ``None`` counts the machine's."""
+    nodes: PositiveInt = 1
+    """Nodes of the cluster."""
+    devices_per_node: PositiveInt = 1
+    """Accelerators (or CPU ranks) per node."""
+    placement: Literal["colocate", "split"] = "colocate"
+    """``colocate``: rollout and training share devices; ``split``: separate devices."""
+
+
+class ScheduleSection(Section):
+    total_steps: PositiveInt = 100
+    """Training steps to run."""
+    eval_every: int = Field(0, ge=0)
+    """Validate every N steps (0 = never)."""
+    save_every: int = Field(0, ge=0)
+    """Checkpoint every N steps (0 = only at the end when checkpoints are on)."""
+    keep_last: PositiveInt = 3
+    """Checkpoints kept on disk."""
+    sample_timeout_s: PositiveFloat = 600.0
+    """Seconds a step waits for its rollouts before it fails with the missing uids."""
+
+
+class LoggingSection(Section):
+    sinks: list[str] = ["console", "jsonl"]
+    """Registered metric sinks."""
+    sink_options: dict[str, Options] = {}
+    """Per-sink options, keyed by sink name."""
+    rollout_dump_samples: int = Field(0, ge=0)
+    """Decoded samples per step written to ``rollouts/step_N.jsonl``."""
+    progress: bool = True
+    """Show a progress bar (``--quiet`` turns it off)."""
+
+
+# --------------------------------------------------------------------------- the recipe
+
+
+class Recipe(Section):
+    """A complete rlctl recipe."""
+
+    run: RunSection = RunSection()
+    """Run identity, seed and output directory."""
+    model: ModelSection = ModelSection()
+    """Policy model and tokenizer."""
+    critic: CriticSection = CriticSection()
+    """Optional value model."""
+    data: DataSection = DataSection()
+    """Where prompts come from."""
+    algorithm: AlgorithmSection = AlgorithmSection()
+    """What is optimised: estimator, batch semantics, losses, KL, optimizer."""
+    rollout: RolloutSection = RolloutSection()
+    """Sampling semantics of the rollout."""
+    rewards: list[RewardSection] = []
+    """Weighted reward functions (``[[rewards]]``)."""
+    engines: EnginesSection = EnginesSection()
+    """How training and rollout run."""
+    data_plane: DataPlaneSection = DataPlaneSection()
+    """Where tensors live between phases."""
+    resources: ResourcesSection = ResourcesSection()
+    """Execution mode and cluster resources."""
+    schedule: ScheduleSection = ScheduleSection()
+    """How long to train and when to validate and save."""
+    logging: LoggingSection = LoggingSection()
+    """Metric sinks and rollout dumps."""

@@ -1,0 +1,5 @@
+"""Built-in data planes (placeholder: filled in by the issue that implements them)."""
+
+from __future__ import annotations
+
+from rlctl.hookspecs import hookimpl  # noqa: F401

@@ -1,0 +1,305 @@
+"""The plugin registry: loads built-in and third-party plugins and holds what they register.
+
+Built-ins (``rlctl.plugins.*``) and third-party packages (entry-point group ``rlctl``)
+go through the same hooks. External loading is controlled by ``RLCTL_PLUGINS``:
+
+* unset or ``auto``: load every entry point of group ``rlctl``;
+* ``none``: load no external plugin;
+* ``a,b``: load only the entry points named ``a`` and ``b``.
+
+A plugin that fails to import or register is recorded in :attr:`Registry.failures` and
+never breaks the CLI.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib.metadata import entry_points
+from typing import Any
+
+import pluggy
+
+from rlctl import hookspecs
+
+ENTRY_POINT_GROUP = "rlctl"
+PLUGINS_ENV = "RLCTL_PLUGINS"
+
+# kind -> registration hook name. The kind names are what `plugins list` and errors show.
+KINDS: dict[str, str] = {
+    "model_engine": "register_model_engines",
+    "rollout_engine": "register_rollout_engines",
+    "weight_sync": "register_weight_syncs",
+    "advantage_estimator": "register_advantage_estimators",
+    "policy_loss": "register_policy_losses",
+    "reward_function": "register_reward_functions",
+    "task": "register_tasks",
+    "agent_loop": "register_agent_loops",
+    "data_plane": "register_data_planes",
+    "metric_sink": "register_metric_sinks",
+}
+
+# Built-in plugin modules, registered exactly like third-party ones.
+BUILTIN_MODULES: tuple[str, ...] = (
+    "rlctl.plugins.model_engines",
+    "rlctl.plugins.rollout_engines",
+    "rlctl.plugins.weight_syncs",
+    "rlctl.plugins.estimators",
+    "rlctl.plugins.policy_losses",
+    "rlctl.plugins.rewards",
+    "rlctl.plugins.tasks",
+    "rlctl.plugins.agent_loops",
+    "rlctl.plugins.data_planes",
+    "rlctl.plugins.metric_sinks",
+    "rlctl.plugins.commands",
+    "rlctl.plugins.run_commands",
+)
+
+
+class RegistryError(Exception):
+    """A registration conflict or lookup failure."""
+
+
+class NotImplementedYet(RegistryError):
+    """A registered name whose implementation has not landed."""
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """Where a plugin came from."""
+
+    name: str
+    module: str
+    distribution: str
+    version: str
+    builtin: bool
+
+
+@dataclass
+class Registration:
+    """One named thing a plugin registered."""
+
+    kind: str
+    name: str
+    target: Any  # callable, class, "module:attr" string, or None (not implemented yet)
+    plugin: PluginInfo
+    options: type | None = None
+    description: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def implemented(self) -> bool:
+        return self.target is not None
+
+    def load(self) -> Any:
+        """Resolve the implementation, importing a lazy ``module:attr`` target."""
+        if self.target is None:
+            raise NotImplementedYet(
+                f"{self.kind.replace('_', ' ')} {self.name!r} is registered by "
+                f"{self.plugin.name} but not implemented yet; choose another "
+                f"{self.kind.replace('_', ' ')}"
+            )
+        if isinstance(self.target, str):
+            module_name, _, attr = self.target.partition(":")
+            obj: Any = importlib.import_module(module_name)
+            for part in attr.split("."):
+                obj = getattr(obj, part)
+            return obj
+        return self.target
+
+
+@dataclass(frozen=True)
+class PluginFailure:
+    """A plugin that could not be loaded or registered."""
+
+    name: str
+    source: str
+    error: str
+
+
+class Registry:
+    """All registrations of all loaded plugins, by kind and name."""
+
+    def __init__(self, pm: pluggy.PluginManager, plugins: list[PluginInfo]) -> None:
+        self.pm = pm
+        self.plugins = plugins
+        self.failures: list[PluginFailure] = []
+        self._by_kind: dict[str, dict[str, Registration]] = {k: {} for k in KINDS}
+
+    # ----------------------------------------------------------------- queries
+    def kinds(self) -> list[str]:
+        return list(KINDS)
+
+    def names(self, kind: str) -> list[str]:
+        return sorted(self._by_kind[kind])
+
+    def all(self, kind: str) -> list[Registration]:
+        return [self._by_kind[kind][n] for n in self.names(kind)]
+
+    def find(self, kind: str, name: str) -> Registration | None:
+        return self._by_kind[kind].get(name)
+
+    def get(self, kind: str, name: str) -> Registration:
+        reg = self.find(kind, name)
+        if reg is None:
+            known = ", ".join(self.names(kind)) or "none"
+            raise RegistryError(
+                f"no {kind.replace('_', ' ')} named {name!r} is registered "
+                f"(registered: {known})"
+            )
+        return reg
+
+    def load(self, kind: str, name: str) -> Any:
+        return self.get(kind, name).load()
+
+    def by_plugin(self, plugin_name: str) -> Iterator[Registration]:
+        for kind in KINDS:
+            for reg in self.all(kind):
+                if reg.plugin.name == plugin_name:
+                    yield reg
+
+    # ----------------------------------------------------------------- building
+    def _add(self, reg: Registration) -> None:
+        existing = self._by_kind[reg.kind].get(reg.name)
+        if existing is not None:
+            raise RegistryError(
+                f"{reg.kind.replace('_', ' ')} {reg.name!r} is registered twice: by "
+                f"{existing.plugin.name} ({existing.plugin.distribution}) and by "
+                f"{reg.plugin.name} ({reg.plugin.distribution})"
+            )
+        self._by_kind[reg.kind][reg.name] = reg
+
+    def _collect(self, infos: dict[str, PluginInfo]) -> None:
+        """Call every registration hook of every plugin, one plugin at a time.
+
+        Calling per plugin (not through ``pm.hook``) lets us attribute each registration
+        to its plugin and isolate a plugin that raises.
+        """
+        for plugin_name, info in infos.items():
+            plugin = self.pm.get_plugin(plugin_name)
+            if plugin is None:
+                continue
+            staged: list[Registration] = []
+            try:
+                for kind, hook_name in KINDS.items():
+                    impl = getattr(plugin, hook_name, None)
+                    if impl is None:
+                        continue
+                    impl(register=_make_register(kind, info, staged))
+                for reg in staged:
+                    self._add(reg)
+            except Exception as exc:  # a broken plugin must not break the CLI
+                self.failures.append(
+                    PluginFailure(plugin_name, info.module, _describe(exc))
+                )
+
+
+def _make_register(
+    kind: str, info: PluginInfo, staged: list[Registration]
+) -> Callable[..., None]:
+    def register(
+        name: str,
+        target: Any,
+        *,
+        options: type | None = None,
+        description: str = "",
+        **metadata: Any,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise RegistryError(f"{info.name}: {kind} names must be non-empty strings")
+        staged.append(
+            Registration(kind, name, target, info, options, description, dict(metadata))
+        )
+
+    return register
+
+
+def _describe(exc: BaseException) -> str:
+    last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+    where = f" (at {last[0].filename}:{last[0].lineno})" if last else ""
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
+def _dist_of(module_name: str) -> tuple[str, str]:
+    from importlib.metadata import packages_distributions, version
+
+    top = module_name.split(".")[0]
+    dists = packages_distributions().get(top, [])
+    if not dists:
+        return top, "unknown"
+    try:
+        return dists[0], version(dists[0])
+    except Exception:
+        return dists[0], "unknown"
+
+
+def build_registry(*, external: str | None = None) -> Registry:
+    """Load built-ins and external plugins and collect their registrations.
+
+    ``external`` overrides ``RLCTL_PLUGINS`` (``auto`` | ``none`` | comma list).
+    """
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)
+    infos: dict[str, PluginInfo] = {}
+    failures: list[PluginFailure] = []
+
+    from rlctl import __version__
+
+    for module_name in BUILTIN_MODULES:
+        module = importlib.import_module(module_name)
+        pm.register(module, name=module_name)
+        infos[module_name] = PluginInfo(module_name, module_name, "rlctl", __version__, True)
+
+    mode = (external if external is not None else os.environ.get(PLUGINS_ENV, "auto")).strip()
+    allow: set[str] | None = None
+    if mode.lower() not in ("", "auto", "all"):
+        allow = set() if mode.lower() == "none" else {p.strip() for p in mode.split(",") if p.strip()}
+    if allow is None or allow:
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            if allow is not None and ep.name not in allow:
+                continue
+            try:
+                plugin = ep.load()
+                pm.register(plugin, name=ep.name)
+            except Exception as exc:
+                failures.append(PluginFailure(ep.name, ep.value, _describe(exc)))
+                continue
+            dist = ep.dist
+            infos[ep.name] = PluginInfo(
+                ep.name,
+                ep.value,
+                dist.metadata["Name"] if dist is not None else _dist_of(ep.value)[0],
+                dist.version if dist is not None else "unknown",
+                False,
+            )
+    # A misspelt hookimpl name is an error, not a silent no-op: drop that plugin, record why.
+    while True:
+        try:
+            pm.check_pending()
+            break
+        except pluggy.PluginValidationError as exc:
+            bad = exc.plugin
+            bad_name = str(pm.get_name(bad))
+            info = infos.pop(bad_name, None)
+            failures.append(PluginFailure(bad_name, info.module if info else "?", str(exc)))
+            pm.unregister(bad)
+
+    registry = Registry(pm, list(infos.values()))
+    registry.failures.extend(failures)
+    registry._collect(infos)
+    return registry
+
+
+@lru_cache(maxsize=1)
+def get_registry() -> Registry:
+    """The process-wide registry (built on first use)."""
+    return build_registry()
+
+
+def reset_registry() -> None:
+    """Forget the cached registry (tests that install or disable plugins)."""
+    get_registry.cache_clear()
