@@ -103,8 +103,11 @@ def register_policy_losses(register: Callable[..., None]) -> None:
     """Register policy losses (``[algorithm.loss] policy_loss = NAME``).
 
     ``target(old_log_prob, log_prob, advantages, response_mask, *, loss_agg_mode,
-    config) -> (loss, metrics)`` with tensors [B, T]; ``metrics`` maps names such as
-    ``pg_clipfrac`` and ``ppo_kl`` to scalar tensors. Metadata: none required.
+    clip_low, clip_high, clip_ratio_c, rollout_log_probs=None, tis_cap=None,
+    global_normalizer=None, horizon=None, **options) -> (loss, metrics)`` with tensors
+    [B, T]; ``metrics`` maps names such as ``pg_clipfrac``, ``ppo_kl`` and
+    ``pg_clipfrac_lower`` to floats. Accept and ignore keywords you do not use.
+    Metadata: ``recommended_loss_agg`` (str, optional).
     """
 
 

@@ -16,9 +16,8 @@ from __future__ import annotations
 import importlib
 import os
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -57,6 +56,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "rlctl.plugins.metric_sinks",
     "rlctl.plugins.commands",
     "rlctl.plugins.run_commands",
+    "rlctl.plugins.trainer_checks",
 )
 
 
@@ -237,10 +237,12 @@ def _dist_of(module_name: str) -> tuple[str, str]:
         return dists[0], "unknown"
 
 
-def build_registry(*, external: str | None = None) -> Registry:
+def build_registry(*, external: str | None = None, extra: Sequence[object] = ()) -> Registry:
     """Load built-ins and external plugins and collect their registrations.
 
-    ``external`` overrides ``RLCTL_PLUGINS`` (``auto`` | ``none`` | comma list).
+    ``external`` overrides ``RLCTL_PLUGINS`` (``auto`` | ``none`` | comma list). ``extra``
+    plugin objects (modules or instances with hookimpls) are registered too: tests and
+    embedding applications use it to add plugins without packaging them.
     """
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
@@ -253,6 +255,11 @@ def build_registry(*, external: str | None = None) -> Registry:
         module = importlib.import_module(module_name)
         pm.register(module, name=module_name)
         infos[module_name] = PluginInfo(module_name, module_name, "rlctl", __version__, True)
+
+    for plugin in extra:
+        name = getattr(plugin, "__name__", type(plugin).__name__)
+        pm.register(plugin, name=name)
+        infos[name] = PluginInfo(name, name, "(in-process)", "unknown", False)
 
     mode = (external if external is not None else os.environ.get(PLUGINS_ENV, "auto")).strip()
     allow: set[str] | None = None
@@ -294,12 +301,23 @@ def build_registry(*, external: str | None = None) -> Registry:
     return registry
 
 
-@lru_cache(maxsize=1)
+_current: Registry | None = None
+
+
 def get_registry() -> Registry:
     """The process-wide registry (built on first use)."""
-    return build_registry()
+    global _current
+    if _current is None:
+        _current = build_registry()
+    return _current
+
+
+def set_registry(registry: Registry | None) -> None:
+    """Replace the process-wide registry (``None``: rebuild on next use). For tests and apps."""
+    global _current
+    _current = registry
 
 
 def reset_registry() -> None:
     """Forget the cached registry (tests that install or disable plugins)."""
-    get_registry.cache_clear()
+    set_registry(None)

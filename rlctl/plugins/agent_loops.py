@@ -1,5 +1,14 @@
-"""Built-in agent loops (placeholder: filled in by the issue that implements them)."""
+"""Built-in agent loops."""
 
 from __future__ import annotations
 
-from rlctl.hookspecs import hookimpl  # noqa: F401
+from rlctl.hookspecs import hookimpl
+
+
+@hookimpl
+def register_agent_loops(register):
+    register(
+        "single_turn",
+        "rlctl.trainer.agent_loop:SingleTurnAgentLoop",
+        description="one generation per session (prompt in, response out)",
+    )

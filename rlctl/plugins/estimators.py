@@ -1,5 +1,135 @@
-"""Built-in estimators (placeholder: filled in by the issue that implements them)."""
+"""Built-in advantage estimators (``[algorithm] estimator = NAME``).
+
+Targets are lazy ``module:attr`` strings: importing this module never imports torch.
+Metadata per registration:
+
+* ``requires``: fields the trainer must fetch besides rewards, mask and group ids;
+* ``group_based``: needs several samples per prompt and group-aware dispatch;
+* ``paper``: where the method comes from (shown in docs/algorithms.md);
+* ``recommended_loss_agg`` (optional): the loss aggregation the method is defined with.
+"""
 
 from __future__ import annotations
 
-from rlctl.hookspecs import hookimpl  # noqa: F401
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, model_validator
+
+from rlctl.hookspecs import hookimpl
+
+_MOD = "rlctl.algorithms.estimators"
+_RET = "rlctl.algorithms.return_estimators"
+_OTB = "rlctl.algorithms.token_baseline"
+
+
+class _Options(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class GdpoOptions(_Options):
+    """Options of ``gdpo`` (``[algorithm.estimator_options]``)."""
+
+    reward_keys: tuple[str, ...] = ()
+    """Reward components normalised separately (keys of the reward functions' dict outputs); empty: the summed reward only."""
+    reward_weights: tuple[float, ...] | None = None
+    """Weight of each component in ``reward_keys`` order; ``None`` weighs all 1."""
+
+    @model_validator(mode="after")
+    def _weights_match_keys(self) -> GdpoOptions:
+        if self.reward_weights is not None and len(self.reward_weights) != len(self.reward_keys):
+            raise ValueError(
+                f"reward_weights has {len(self.reward_weights)} entries but reward_keys has "
+                f"{len(self.reward_keys)}; give one weight per key"
+            )
+        return self
+
+
+class GpgOptions(_Options):
+    """Options of ``gpg``."""
+
+    f_norm: PositiveFloat = 1.0
+    """Divisor of the group-centred advantage (GPG's F_norm)."""
+
+
+class OptimalTokenBaselineOptions(_Options):
+    """Options of ``optimal_token_baseline`` and ``tir_optimal_token_baseline``."""
+
+    handle_zero_tail: bool = True
+    """Zero the baseline where a group's single longest response runs past all others."""
+    baseline_epsilon: float = Field(1e-8, gt=0)
+    """Added to the baseline's denominator (verl's 1e-8; the common ``epsilon`` is not used)."""
+
+
+@hookimpl
+def register_advantage_estimators(register) -> None:  # noqa: ANN001 - pluggy callback
+    group = frozenset()
+    register(
+        "gae", f"{_RET}:compute_gae_advantage",
+        description="Generalized advantage estimation with a critic (PPO)",
+        requires=frozenset({"values"}), group_based=False,
+        paper="High-Dimensional Continuous Control Using Generalized Advantage Estimation, arXiv:1506.02438",
+    )
+    register(
+        "grpo", f"{_MOD}:compute_grpo_advantage",
+        description="Group-relative: (r - group mean) / (group std + eps)",
+        requires=group, group_based=True, paper="DeepSeekMath (GRPO), arXiv:2402.03300",
+    )
+    register(
+        "dr_grpo", f"{_MOD}:compute_dr_grpo_advantage",
+        description="GRPO without std normalisation; pair with seq-mean-token-sum-norm",
+        requires=group, group_based=True, recommended_loss_agg="seq-mean-token-sum-norm",
+        paper="Understanding R1-Zero-Like Training: A Critical Perspective (Dr. GRPO), arXiv:2503.20783",
+    )
+    register(
+        "grpo_passk", f"{_MOD}:compute_grpo_passk_advantage",
+        description="Pass@k: only each group's best sample gets r_max - r_second",
+        requires=group, group_based=True, paper="Pass@k-style credit to the best sample, arXiv:2503.19595 (as implemented by verl)",
+    )
+    register(
+        "gdpo", f"{_MOD}:compute_gdpo_advantage", options=GdpoOptions,
+        description="Per-reward-component group normalisation, weighted sum, batch whitening",
+        requires=frozenset({"reward_components"}), group_based=True,
+        paper="GDPO: Group reward-Decoupled Normalization Policy Optimization, arXiv:2601.05242",
+    )
+    register(
+        "reinforce_plus_plus", f"{_RET}:compute_reinforce_plus_plus_advantage",
+        description="Discounted return-to-go whitened over the batch (no critic)",
+        requires=group, group_based=False, paper="REINFORCE++, arXiv:2501.03262",
+    )
+    register(
+        "reinforce_plus_plus_baseline", f"{_MOD}:compute_reinforce_plus_plus_baseline_advantage",
+        description="Group-mean baseline, then whitened over the batch",
+        requires=group, group_based=True, paper="REINFORCE++, arXiv:2501.03262",
+    )
+    register(
+        "remax", f"{_RET}:compute_remax_advantage",
+        description="Return minus the reward of a greedy rollout of the same prompt",
+        requires=frozenset({"reward_baselines"}), group_based=False,
+        paper="ReMax, arXiv:2310.10505",
+    )
+    register(
+        "rloo", f"{_MOD}:compute_rloo_advantage",
+        description="Leave-one-out baseline: mean reward of the other samples of the group",
+        requires=group, group_based=True, paper="Back to Basics: Revisiting REINFORCE Style Optimization for Learning from Human Feedback in LLMs (RLOO), arXiv:2402.14740",
+    )
+    register(
+        "opo", f"{_MOD}:compute_opo_advantage",
+        description="Length-weighted group-mean baseline (optimal for on-policy PG)",
+        requires=group, group_based=True, paper="On-Policy RL with Optimal Reward Baseline (OPO), arXiv:2505.23585",
+    )
+    register(
+        "gpg", f"{_MOD}:compute_gpg_advantage", options=GpgOptions,
+        description="Group-centred reward scaled by B / #non-zero rewards",
+        requires=group, group_based=True, paper="GPG: A Simple and Strong Reinforcement Learning Baseline for Model Reasoning, arXiv:2504.02546",
+    )
+    otb_requires = frozenset({"old_log_probs", "sum_pi_squared"})
+    register(
+        "optimal_token_baseline", f"{_OTB}:compute_optimal_token_baseline_advantage",
+        options=OptimalTokenBaselineOptions,
+        description="Per-token group baseline weighted by cumulative path variance",
+        requires=otb_requires, group_based=True, paper="Optimal Token Baseline (OTB), arXiv:2602.07078",
+    )
+    register(
+        "tir_optimal_token_baseline", f"{_OTB}:compute_tir_optimal_token_baseline_advantage",
+        options=OptimalTokenBaselineOptions,
+        description="Optimal token baseline over valid tokens of multi-turn (tool) responses",
+        requires=otb_requires, group_based=True, paper="Optimal Token Baseline (OTB), arXiv:2602.07078",
+    )

@@ -1,5 +1,105 @@
-"""Built-in policy losses (placeholder: filled in by the issue that implements them)."""
+"""Built-in policy losses (``[algorithm.loss] policy_loss = NAME``).
+
+Targets are lazy ``module:attr`` strings: importing this module never imports torch.
+Every loss takes ``clip_low`` / ``clip_high`` / ``clip_ratio_c`` / ``tis_cap`` from
+``[algorithm.loss]`` (ignoring those it does not use) and its own options from
+``[algorithm.loss.options]``. Metadata: ``paper``; ``recommended_loss_agg`` where the
+method is defined with a specific aggregation (verl forces it; rlctl honours the recipe).
+"""
 
 from __future__ import annotations
 
-from rlctl.hookspecs import hookimpl  # noqa: F401
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, model_validator
+
+from rlctl.hookspecs import hookimpl
+
+_PG = "rlctl.algorithms.policy_losses"
+_COV = "rlctl.algorithms.covariance_losses"
+
+
+class _Options(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class SapoOptions(_Options):
+    """Options of ``sapo``."""
+
+    tau_pos: PositiveFloat = 1.0
+    """Gate temperature for tokens with positive advantage (>= 1 keeps updates stable)."""
+    tau_neg: PositiveFloat = 1.05
+    """Gate temperature for tokens with non-positive advantage (above tau_pos: asymmetric)."""
+
+
+class ClipCovOptions(_Options):
+    """Options of ``clip_cov``."""
+
+    clip_cov_ratio: float = Field(0.0002, gt=0, le=1)
+    """Share of response tokens whose gradient is dropped."""
+    clip_cov_lb: float = 1.0
+    """Lower covariance bound of the tokens eligible for dropping."""
+    clip_cov_ub: float = 5.0
+    """Upper covariance bound of the tokens eligible for dropping."""
+
+    @model_validator(mode="after")
+    def _bounds_ordered(self) -> ClipCovOptions:
+        if self.clip_cov_lb >= self.clip_cov_ub:
+            raise ValueError(
+                f"clip_cov_lb ({self.clip_cov_lb}) must be below clip_cov_ub ({self.clip_cov_ub})"
+            )
+        return self
+
+
+class KlCovOptions(_Options):
+    """Options of ``kl_cov``."""
+
+    kl_cov_ratio: float = Field(0.0002, gt=0, le=1)
+    """Share of response tokens (highest covariance) that get the KL penalty."""
+    ppo_kl_coef: float = Field(0.1, ge=0)
+    """Coefficient of the |log ratio| penalty on those tokens."""
+
+
+@hookimpl
+def register_policy_losses(register) -> None:  # noqa: ANN001 - pluggy callback
+    register(
+        "vanilla", f"{_PG}:compute_policy_loss_vanilla",
+        description="PPO clip with asymmetric clip_low/clip_high (DAPO) and dual-clip",
+        paper="PPO arXiv:1707.06347; dual-clip arXiv:1912.09729; DAPO clip-higher arXiv:2503.14476",
+    )
+    register(
+        "gspo", f"{_PG}:compute_policy_loss_gspo",
+        description="PPO clip on the length-normalised sequence ratio",
+        recommended_loss_agg="seq-mean-token-mean",
+        paper="Group Sequence Policy Optimization, arXiv:2507.18071",
+    )
+    register(
+        "cispo", f"{_PG}:compute_policy_loss_cispo",
+        description="Clipped, stop-gradient IS weight times A log pi (every token keeps a gradient)",
+        paper="MiniMax-M1 (CISPO), arXiv:2506.13585",
+    )
+    register(
+        "sapo", f"{_PG}:compute_policy_loss_sapo", options=SapoOptions,
+        description="Soft sigmoid gate on the ratio instead of a hard clip",
+        recommended_loss_agg="seq-mean-token-mean",
+        paper="Soft Adaptive Policy Optimization, arXiv:2511.20347",
+    )
+    register(
+        "clip_cov", f"{_COV}:compute_policy_loss_clip_cov", options=ClipCovOptions,
+        description="PPO clip plus gradient dropped on a few high-covariance tokens",
+        paper="The Entropy Mechanism of RL for Reasoning LMs, arXiv:2505.22617",
+    )
+    register(
+        "kl_cov", f"{_COV}:compute_policy_loss_kl_cov", options=KlCovOptions,
+        description="Unclipped PG plus |log ratio| penalty on the highest-covariance tokens",
+        paper="The Entropy Mechanism of RL for Reasoning LMs, arXiv:2505.22617",
+    )
+    register(
+        "gpg", f"{_PG}:compute_policy_loss_gpg",
+        description="Plain policy gradient -A log pi (no ratio, no clip)",
+        paper="GPG: A Simple and Strong Reinforcement Learning Baseline for Model Reasoning, arXiv:2504.02546",
+    )
+    register(
+        "geo_mean", f"{_PG}:compute_policy_loss_geo_mean",
+        description="GMPO: geometric mean of token-clipped ratios per sequence",
+        recommended_loss_agg="seq-mean-token-mean",
+        paper="Geometric-Mean Policy Optimization, arXiv:2507.20673",
+    )

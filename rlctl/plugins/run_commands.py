@@ -1,5 +1,107 @@
-"""Built-in commands (placeholder: filled in by the issue that implements them)."""
+"""Built-in commands for inspecting runs: ``rlctl report`` and ``rlctl runs list``.
 
-from __future__ import annotations
+Registered through the ``register_commands(cli)`` hook. matplotlib and the readers are
+imported inside the command functions so that the CLI starts fast.
+"""
 
-from rlctl.hookspecs import hookimpl  # noqa: F401
+# No `from __future__ import annotations`: typer reads these annotations at runtime and
+# must see the objects defined inside register_commands.
+
+from pathlib import Path
+from typing import Any
+
+from rlctl.hookspecs import hookimpl
+
+DEFAULT_REPORT = Path("report.png")
+
+
+@hookimpl
+def register_commands(cli: Any) -> None:
+    import typer
+
+    @cli.command("report")
+    def report(
+        run_dirs: list[Path] = typer.Argument(
+            ...,
+            metavar="RUN_DIR",
+            help="Run directories (<output_dir>/<name>); several are overlaid.",
+        ),
+        output: Path = typer.Option(DEFAULT_REPORT, "--output", "-o", help="PNG file to write."),
+    ) -> None:
+        """Plot reward, KL, entropy, response length and step time of runs into a PNG, and
+        print a short summary of each run."""
+        from rlctl.inspect.report import build_report
+        from rlctl.inspect.run_metrics import RunNotFoundError
+
+        try:
+            result = build_report(run_dirs, output)
+        except RunNotFoundError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
+        typer.echo(result.text)
+        typer.echo(f"wrote {result.output}")
+
+    runs_app = typer.Typer(help="List and inspect runs.", no_args_is_help=True)
+
+    @runs_app.command("list")
+    def list_command(
+        output_dir: Path = typer.Argument(
+            Path("runs"), help="Directory holding run directories ([run] output_dir)."
+        ),
+        as_json: bool = typer.Option(False, "--json", help="Print a JSON array (machine output)."),
+    ) -> None:
+        """List the runs under OUTPUT_DIR with their last step, reward and checkpoint."""
+        import json
+
+        from rlctl.inspect.run_metrics import list_runs
+
+        try:
+            summaries = list_runs(output_dir)
+        except FileNotFoundError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
+        if as_json:
+            typer.echo(json.dumps([s.to_dict() for s in summaries], indent=2))
+            return
+        if not summaries:
+            typer.echo(f"no runs under {output_dir}", err=True)
+            return
+        _print_table(summaries)
+
+    cli.add_typer(runs_app, name="runs")
+
+
+def _print_table(summaries: list[Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from rlctl.inspect.run_metrics import format_duration, format_number
+
+    # Columns: run name, logged steps, last step, last reward, mean reward of the last 10
+    # steps, last validation reward, wall time, newest complete checkpoint, last write.
+    table = Table(box=None, header_style="bold")
+    for column, justify in (
+        ("run", "left"),
+        ("steps", "right"),
+        ("last", "right"),
+        ("reward", "right"),
+        ("last10", "right"),
+        ("val", "right"),
+        ("wall", "right"),
+        ("ckpt", "right"),
+        ("updated (UTC)", "left"),
+    ):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for s in summaries:
+        table.add_row(
+            s.name,
+            str(s.steps),
+            "-" if s.last_step is None else str(s.last_step),
+            format_number(s.last_reward),
+            format_number(s.reward_last10),
+            format_number(s.last_val_reward),
+            format_duration(s.wall_time_s),
+            "-" if s.last_checkpoint is None else f"step_{s.last_checkpoint}",
+            (s.updated or "-")[:16].replace("T", " "),
+        )
+    Console().print(table)

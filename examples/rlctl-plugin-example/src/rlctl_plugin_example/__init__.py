@@ -1,0 +1,3 @@
+"""An example third-party rlctl plugin (see ``plugin.py`` for what it registers)."""
+
+__version__ = "0.1.0"

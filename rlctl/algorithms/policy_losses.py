@@ -1,0 +1,337 @@
+"""Policy losses: PPO-clip (vanilla, DAPO clip-higher, dual-clip), GSPO, CISPO, SAPO, GPG, GMPO.
+
+Calling convention (every loss)::
+
+    fn(old_log_prob [B, T], log_prob [B, T], advantages [B, T], response_mask [B, T], *,
+       loss_agg_mode: str, clip_low: float, clip_high: float, clip_ratio_c: float | None,
+       rollout_log_probs: [B, T] | None = None, tis_cap: float | None = None,
+       global_normalizer: float | None = None, horizon: int | None = None, **options)
+    -> (loss: scalar tensor, metrics: dict[str, float])
+
+``loss_agg_mode``, ``global_normalizer`` and ``horizon`` go to
+:func:`rlctl.algorithms.aggregation.agg_loss` (micro-batch / data-parallel exact sums).
+``rollout_log_probs`` with ``tis_cap`` turns on truncated importance sampling
+(:mod:`rlctl.algorithms.importance`). ``options`` are the loss's own validated options;
+unknown keywords are ignored so the trainer can pass one common set.
+
+Metrics always hold ``pg_clipfrac``, ``ppo_kl`` (k1 estimate of KL(old || new), masked
+mean) and ``pg_clipfrac_lower`` (verl's names), plus TIS metrics when TIS is on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from rlctl.algorithms.aggregation import agg_loss
+from rlctl.algorithms.importance import truncated_is_weights
+from rlctl.algorithms.masked import masked_mean
+
+# Log-ratios are clamped before exp() so a wild token cannot overflow to inf (verl does the
+# same); inside [-20, 20] the numerics are untouched.
+LOG_RATIO_CLAMP = 20.0
+
+
+def log_ratio_and_kl(
+    old_log_prob: torch.Tensor, log_prob: torch.Tensor, response_mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Clamped ``log(pi / pi_old)`` [B, T] and ``ppo_kl`` (masked mean of ``-log_ratio``)."""
+    if not (old_log_prob.shape == log_prob.shape == response_mask.shape):
+        raise ValueError(
+            "old_log_prob, log_prob and response_mask must be [B, T] of one shape; got "
+            f"{tuple(old_log_prob.shape)}, {tuple(log_prob.shape)}, {tuple(response_mask.shape)}"
+        )
+    log_ratio = torch.clamp(log_prob - old_log_prob, min=-LOG_RATIO_CLAMP, max=LOG_RATIO_CLAMP)
+    return log_ratio, masked_mean(-log_ratio.detach(), response_mask)
+
+
+def finish_policy_loss(
+    pg_losses: torch.Tensor,
+    response_mask: torch.Tensor,
+    metrics: dict[str, Any],
+    *,
+    old_log_prob: torch.Tensor,
+    loss_agg_mode: str,
+    rollout_log_probs: torch.Tensor | None,
+    tis_cap: float | None,
+    global_normalizer: float | torch.Tensor | None,
+    horizon: int | None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Apply TIS weights to the per-token losses [B, T], aggregate, and floatify metrics."""
+    pg_losses = apply_tis(pg_losses, old_log_prob, rollout_log_probs, response_mask, tis_cap, metrics)
+    loss = agg_loss(
+        pg_losses, response_mask, loss_agg_mode, global_normalizer=global_normalizer, horizon=horizon
+    )
+    return loss, {k: float(v) for k, v in metrics.items()}
+
+
+def apply_tis(
+    pg_losses: torch.Tensor,
+    old_log_prob: torch.Tensor,
+    rollout_log_probs: torch.Tensor | None,
+    response_mask: torch.Tensor,
+    tis_cap: float | None,
+    metrics: dict[str, Any],
+) -> torch.Tensor:
+    """Multiply per-token losses by the truncated IS weights when ``tis_cap`` is set."""
+    if tis_cap is None:
+        return pg_losses
+    if rollout_log_probs is None:
+        raise ValueError(
+            "tis_cap is set but rollout_log_probs is missing: the rollout engine must return "
+            "per-token log-probs, or set [algorithm.loss] tis_cap to none"
+        )
+    weights, tis_metrics = truncated_is_weights(old_log_prob, rollout_log_probs, response_mask, tis_cap)
+    metrics.update(tis_metrics)
+    return pg_losses * weights
+
+
+def _check_clip(clip_low: float, clip_high: float) -> None:
+    if clip_low < 0 or clip_high < 0:
+        raise ValueError(f"clip_low and clip_high must be >= 0, got {clip_low} and {clip_high}")
+
+
+def compute_policy_loss_vanilla(
+    old_log_prob: torch.Tensor,
+    log_prob: torch.Tensor,
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    *,
+    loss_agg_mode: str = "token-mean",
+    clip_low: float = 0.2,
+    clip_high: float = 0.2,
+    clip_ratio_c: float | None = 3.0,
+    rollout_log_probs: torch.Tensor | None = None,
+    tis_cap: float | None = None,
+    global_normalizer: float | torch.Tensor | None = None,
+    horizon: int | None = None,
+    **_: Any,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """PPO clip (1707.06347) with asymmetric bounds (DAPO clip-higher) and dual-clip (1912.09729).
+
+    ``L = max(-A r, -A clip(r, 1 - clip_low, 1 + clip_high))``; for ``A < 0`` additionally
+    ``min(L, -A c)`` with ``c = clip_ratio_c`` (``None`` disables dual-clip).
+    """
+    _check_clip(clip_low, clip_high)
+    if clip_ratio_c is not None and clip_ratio_c <= 1.0:
+        raise ValueError(f"clip_ratio_c (dual-clip bound) must be > 1, got {clip_ratio_c}")
+    log_ratio, ppo_kl = log_ratio_and_kl(old_log_prob, log_prob, response_mask)
+    ratio = torch.exp(log_ratio)
+    pg_losses1 = -advantages * ratio
+    pg_losses2 = -advantages * torch.clamp(ratio, 1 - clip_low, 1 + clip_high)
+    clipped = torch.maximum(pg_losses1, pg_losses2)
+    pg_clipfrac = masked_mean(torch.gt(pg_losses2, pg_losses1).float(), response_mask)
+    if clip_ratio_c is None:
+        pg_losses = clipped
+        pg_clipfrac_lower = torch.zeros(())
+    else:
+        pg_losses3 = -advantages * clip_ratio_c
+        dual = torch.minimum(pg_losses3, clipped)
+        pg_clipfrac_lower = masked_mean(
+            (torch.gt(clipped, pg_losses3) & (advantages < 0)).float(), response_mask
+        )
+        pg_losses = torch.where(advantages < 0, dual, clipped)
+    metrics = {"pg_clipfrac": pg_clipfrac, "ppo_kl": ppo_kl, "pg_clipfrac_lower": pg_clipfrac_lower}
+    return finish_policy_loss(
+        pg_losses, response_mask, metrics, old_log_prob=old_log_prob, loss_agg_mode=loss_agg_mode,
+        rollout_log_probs=rollout_log_probs, tis_cap=tis_cap,
+        global_normalizer=global_normalizer, horizon=horizon,
+    )
+
+
+def compute_policy_loss_gspo(
+    old_log_prob: torch.Tensor,
+    log_prob: torch.Tensor,
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    *,
+    loss_agg_mode: str = "seq-mean-token-mean",
+    clip_low: float = 0.2,
+    clip_high: float = 0.2,
+    rollout_log_probs: torch.Tensor | None = None,
+    tis_cap: float | None = None,
+    global_normalizer: float | torch.Tensor | None = None,
+    horizon: int | None = None,
+    **_: Any,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """GSPO (2507.18071): PPO clip on the sequence ratio ``s_i = exp(mean_t log r_t)``.
+
+    Per token ``s_{i,t} = sg[s_i] * pi_t / sg[pi_t]`` (value ``s_i``, gradient of
+    ``log pi_t``). verl always aggregates with ``seq-mean-token-mean``; pass that mode to
+    match (rlctl honours the recipe's mode). ``pg_clipfrac_lower`` is 0.
+    """
+    _check_clip(clip_low, clip_high)
+    if not (old_log_prob.shape == log_prob.shape == response_mask.shape):
+        raise ValueError("old_log_prob, log_prob and response_mask must be [B, T] of one shape")
+    mask = response_mask.to(log_prob.dtype)
+    log_ratio = log_prob - old_log_prob
+    lengths = mask.sum(dim=-1).clamp(min=1)
+    seq_log_ratio = (log_ratio * mask).sum(dim=-1) / lengths  # [B]
+    token_log_ratio = log_prob - log_prob.detach() + seq_log_ratio.detach().unsqueeze(-1)
+    seq_ratio = torch.exp(torch.clamp(token_log_ratio, max=10.0))
+    pg_losses1 = -advantages * seq_ratio
+    pg_losses2 = -advantages * torch.clamp(seq_ratio, 1 - clip_low, 1 + clip_high)
+    pg_losses = torch.maximum(pg_losses1, pg_losses2)
+    metrics = {
+        "pg_clipfrac": masked_mean(torch.gt(pg_losses2, pg_losses1).float(), response_mask),
+        "ppo_kl": masked_mean(-log_ratio.detach(), response_mask),
+        "pg_clipfrac_lower": torch.zeros(()),
+    }
+    return finish_policy_loss(
+        pg_losses, response_mask, metrics, old_log_prob=old_log_prob, loss_agg_mode=loss_agg_mode,
+        rollout_log_probs=rollout_log_probs, tis_cap=tis_cap,
+        global_normalizer=global_normalizer, horizon=horizon,
+    )
+
+
+def compute_policy_loss_cispo(
+    old_log_prob: torch.Tensor,
+    log_prob: torch.Tensor,
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    *,
+    loss_agg_mode: str = "token-mean",
+    clip_low: float = 0.2,
+    clip_high: float = 0.2,
+    rollout_log_probs: torch.Tensor | None = None,
+    tis_cap: float | None = None,
+    global_normalizer: float | torch.Tensor | None = None,
+    horizon: int | None = None,
+    **_: Any,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """CISPO (MiniMax-M1, 2506.13585): ``L = -sg[clip(r, 1 - clip_low, 1 + clip_high)] A log pi``.
+
+    Every token keeps a gradient (through ``log pi``); only the IS weight is clipped.
+    """
+    _check_clip(clip_low, clip_high)
+    log_ratio, ppo_kl = log_ratio_and_kl(old_log_prob, log_prob, response_mask)
+    ratio = torch.exp(log_ratio)
+    clipped_ratio = torch.clamp(ratio, 1 - clip_low, 1 + clip_high)
+    pg_losses = -clipped_ratio.detach() * advantages * log_prob
+    metrics = {
+        "pg_clipfrac": masked_mean((ratio != clipped_ratio).float(), response_mask),
+        "ppo_kl": ppo_kl,
+        "pg_clipfrac_lower": torch.zeros(()),
+    }
+    return finish_policy_loss(
+        pg_losses, response_mask, metrics, old_log_prob=old_log_prob, loss_agg_mode=loss_agg_mode,
+        rollout_log_probs=rollout_log_probs, tis_cap=tis_cap,
+        global_normalizer=global_normalizer, horizon=horizon,
+    )
+
+
+def compute_policy_loss_sapo(
+    old_log_prob: torch.Tensor,
+    log_prob: torch.Tensor,
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    *,
+    loss_agg_mode: str = "seq-mean-token-mean",
+    tau_pos: float = 1.0,
+    tau_neg: float = 1.05,
+    rollout_log_probs: torch.Tensor | None = None,
+    tis_cap: float | None = None,
+    global_normalizer: float | torch.Tensor | None = None,
+    horizon: int | None = None,
+    **_: Any,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """SAPO (2511.20347): a smooth sigmoid gate instead of a hard clip.
+
+    ``L = -A * f(r)``, ``f(r) = sigmoid(tau (r - 1)) * 4 / tau`` with ``tau = tau_pos`` for
+    ``A > 0`` else ``tau_neg``. verl aggregates with ``seq-mean-token-mean``. Clip
+    fractions are 0 (nothing is clipped).
+    """
+    log_ratio, ppo_kl = log_ratio_and_kl(old_log_prob, log_prob, response_mask)
+    ratio = torch.exp(log_ratio)
+    pos = torch.as_tensor(tau_pos, dtype=advantages.dtype, device=advantages.device)
+    neg = torch.as_tensor(tau_neg, dtype=advantages.dtype, device=advantages.device)
+    taus = torch.where(advantages > 0, pos, neg)
+    gates = torch.sigmoid(taus * (ratio - 1.0)) * (4.0 / taus)
+    pg_losses = -gates * advantages
+    metrics = {"pg_clipfrac": torch.zeros(()), "ppo_kl": ppo_kl, "pg_clipfrac_lower": torch.zeros(())}
+    return finish_policy_loss(
+        pg_losses, response_mask, metrics, old_log_prob=old_log_prob, loss_agg_mode=loss_agg_mode,
+        rollout_log_probs=rollout_log_probs, tis_cap=tis_cap,
+        global_normalizer=global_normalizer, horizon=horizon,
+    )
+
+
+def compute_policy_loss_gpg(
+    old_log_prob: torch.Tensor,
+    log_prob: torch.Tensor,
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    *,
+    loss_agg_mode: str = "token-mean",
+    rollout_log_probs: torch.Tensor | None = None,
+    tis_cap: float | None = None,
+    global_normalizer: float | torch.Tensor | None = None,
+    horizon: int | None = None,
+    **_: Any,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """GPG (2504.02546): plain policy gradient ``L = -A log pi``, no ratio and no clip."""
+    _, ppo_kl = log_ratio_and_kl(old_log_prob, log_prob, response_mask)
+    pg_losses = -log_prob * advantages
+    metrics = {"pg_clipfrac": torch.zeros(()), "ppo_kl": ppo_kl, "pg_clipfrac_lower": torch.zeros(())}
+    return finish_policy_loss(
+        pg_losses, response_mask, metrics, old_log_prob=old_log_prob, loss_agg_mode=loss_agg_mode,
+        rollout_log_probs=rollout_log_probs, tis_cap=tis_cap,
+        global_normalizer=global_normalizer, horizon=horizon,
+    )
+
+
+def compute_policy_loss_geo_mean(
+    old_log_prob: torch.Tensor,
+    log_prob: torch.Tensor,
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    *,
+    loss_agg_mode: str = "seq-mean-token-mean",
+    clip_low: float = 0.2,
+    clip_high: float = 0.2,
+    rollout_log_probs: torch.Tensor | None = None,
+    tis_cap: float | None = None,
+    global_normalizer: float | torch.Tensor | None = None,
+    horizon: int | None = None,
+    **_: Any,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """GMPO (2507.20673): maximise the geometric mean of token ratios, clipped per token.
+
+    Per sequence ``L_i = -Abar_i exp(mean_t sgn(A) min(sgn(A) l_t, sgn(A) clip(l_t, -clip_low,
+    clip_high)))`` with ``l_t = log r_t`` and ``Abar_i`` the mean token advantage. ``L_i`` is
+    put on every token of sequence i, so ``seq-mean-token-mean`` gives verl's mean over
+    sequences (empty sequences excluded); other modes weight sequences by length. TIS
+    weights enter as their per-sequence geometric mean. The paper recommends a wider
+    clip (0.4) than PPO.
+    """
+    _check_clip(clip_low, clip_high)
+    if not (old_log_prob.shape == log_prob.shape == response_mask.shape):
+        raise ValueError("old_log_prob, log_prob and response_mask must be [B, T] of one shape")
+    mask = response_mask.to(log_prob.dtype)
+    log_ratio = log_prob - old_log_prob
+    sign = torch.sign(advantages)
+    clamped = torch.clamp(log_ratio, -clip_low, clip_high)
+    token_term = sign * torch.minimum(sign * log_ratio, sign * clamped)
+    lengths = mask.sum(dim=-1)
+    seq_ratio = torch.exp((token_term * mask).sum(dim=-1) / (lengths + 1e-8))  # [B]
+    seq_adv = (advantages * mask).sum(dim=-1) / (lengths + 1e-8)  # [B]
+    seq_losses = -seq_adv * seq_ratio
+    metrics: dict[str, Any] = {}
+    if tis_cap is not None:
+        token_w = apply_tis(torch.ones_like(log_prob), old_log_prob, rollout_log_probs, response_mask,
+                            tis_cap, metrics)
+        seq_losses = seq_losses * torch.exp(
+            (torch.log(token_w + 1e-10) * mask).sum(dim=-1) / (lengths + 1e-8)
+        )
+    pg_losses = seq_losses.unsqueeze(-1).expand_as(log_prob)
+    was_clipped = torch.ne(log_ratio, clamped)
+    metrics.update(
+        pg_clipfrac=masked_mean((was_clipped & (advantages > 0)).float(), response_mask),
+        ppo_kl=masked_mean(-log_ratio.detach(), response_mask),
+        pg_clipfrac_lower=masked_mean((was_clipped & (advantages < 0)).float(), response_mask),
+    )
+    return finish_policy_loss(
+        pg_losses, response_mask, metrics, old_log_prob=old_log_prob, loss_agg_mode=loss_agg_mode,
+        rollout_log_probs=None, tis_cap=None, global_normalizer=global_normalizer, horizon=horizon,
+    )

@@ -1,0 +1,114 @@
+"""Export a policy as a Hugging Face model directory (safetensors).
+
+The result loads with ``AutoModelForCausalLM.from_pretrained(out_dir)`` (and
+``AutoTokenizer`` when a tokenizer is given): it is what users take out of a run.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rlctl.checkpoint.atomic import fsync_dir
+
+
+class ExportError(ValueError):
+    """The state dict does not fit the model config."""
+
+
+def export_hf(
+    model_state_dict: Mapping[str, Any],
+    config: Any,
+    tokenizer: Any,
+    out_dir: Path | str,
+    *,
+    dtype: Any = None,
+) -> Path:
+    """Write ``config.json``, ``model*.safetensors`` (+ tokenizer files) into ``out_dir``.
+
+    ``model_state_dict`` is a full (gathered, CPU) state dict of the causal LM whose
+    architecture ``config`` (a ``transformers.PretrainedConfig``) describes. Tied
+    embeddings may appear under one name or both. ``dtype`` (a ``torch.dtype``) casts the
+    floating-point tensors; ``None`` keeps them. ``tokenizer`` may be ``None``.
+
+    The directory appears atomically: files are written to ``<out_dir>.partial`` and it is
+    renamed at the end, replacing an older export.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    out_dir = Path(out_dir)
+    state = {k: _plain_tensor(k, v) for k, v in model_state_dict.items()}
+    if dtype is not None:
+        state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}
+        config = copy.deepcopy(config)  # the caller's config keeps its dtype
+        config.dtype = dtype
+
+    # Build the module skeleton on the meta device (no memory), then adopt the given
+    # tensors as its parameters: load_state_dict checks every name and shape for us.
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    missing, unexpected = model.load_state_dict(state, strict=False, assign=True)
+    tied = _tied_names(model, config)
+    missing = [k for k in missing if k not in tied]
+    if missing or unexpected:
+        raise ExportError(
+            f"the state dict does not match {type(model).__name__} built from the config: "
+            f"missing {_few(missing)}, unexpected {_few(unexpected)}; pass the full state dict of "
+            "the same architecture (gathered on one rank, without wrapper prefixes)"
+        )
+    if tied:
+        model.tie_weights()
+    leftover = [n for n, p in model.named_parameters() if p.is_meta]
+    if leftover:
+        raise ExportError(f"parameters {_few(leftover)} got no value from the state dict")
+
+    partial = out_dir.with_name(out_dir.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    model.save_pretrained(partial)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(partial)
+    if out_dir.exists():
+        old = out_dir.with_name(out_dir.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        os.rename(out_dir, old)
+        os.rename(partial, out_dir)
+        shutil.rmtree(old)
+    else:
+        os.rename(partial, out_dir)
+    fsync_dir(out_dir.parent)
+    return out_dir
+
+
+def _plain_tensor(name: str, value: Any) -> Any:
+    import torch
+
+    if not isinstance(value, torch.Tensor):
+        raise ExportError(f"state dict entry {name!r} is a {type(value).__name__}, not a tensor")
+    if type(value) is not torch.Tensor and hasattr(value, "full_tensor"):
+        raise ExportError(
+            f"state dict entry {name!r} is a sharded DTensor: gather a full state dict first "
+            "(get_model_state_dict(..., StateDictOptions(full_state_dict=True, cpu_offload=True)))"
+        )
+    return value.detach().cpu().contiguous()
+
+
+def _tied_names(model: Any, config: Any) -> set[str]:
+    """Parameter names that are aliases of another parameter under tied embeddings."""
+    text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    if not getattr(text_config, "tie_word_embeddings", False):
+        return set()
+    tied = getattr(model, "_tied_weights_keys", None) or {}
+    return set(tied) if not isinstance(tied, dict) else set(tied) | set(tied.values())
+
+
+def _few(names: list[str], n: int = 5) -> str:
+    if not names:
+        return "none"
+    shown = ", ".join(sorted(names)[:n])
+    return f"[{shown}{', ...' if len(names) > n else ''}] ({len(names)})"

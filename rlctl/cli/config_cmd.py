@@ -1,0 +1,109 @@
+"""``rlctl config validate | show | schema``."""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rlctl.cli.common import RecipeArgs, SetOption, load_or_exit, say
+
+config_app = typer.Typer(
+    name="config",
+    help="Validate, show and describe recipes.",
+    no_args_is_help=True,
+)
+
+
+class Format(str, Enum):
+    toml = "toml"
+    json = "json"
+
+
+def summary(loaded) -> str:  # type: ignore[no-untyped-def]
+    """One line: what the recipe trains and how."""
+    r, d = loaded.recipe, loaded.derived
+    data = f"task {r.data.task}" if r.data.task else f"data {r.data.train}"
+    return (
+        f"{r.run.name}: {r.algorithm.estimator} on {r.model.path} ({data}), "
+        f"{r.algorithm.prompts_per_step} prompts x {r.algorithm.group_size} = "
+        f"{d.samples_per_step} samples/step, {d.optimizer_steps_per_train_step} optimizer "
+        f"steps/step, {r.engines.train.backend} x{r.engines.train.ranks} + "
+        f"{r.engines.rollout.backend}, {r.data_plane.backend} data plane, "
+        f"{r.schedule.total_steps} steps"
+    )
+
+
+def notes(loaded) -> list[str]:  # type: ignore[no-untyped-def]
+    """Selected names that `train` will refuse because they are not implemented yet."""
+    from rlctl.config.plugin_options import kind_words, unimplemented
+    from rlctl.config.problems import key_path
+    from rlctl.registry import get_registry
+
+    return [
+        f'note: {key_path(sel.loc)} = "{sel.name}": {kind_words(sel.kind)} "{sel.name}" is '
+        "registered but not implemented yet; `rlctl train` will refuse it"
+        for sel in unimplemented(loaded.recipe, get_registry())
+    ]
+
+
+@config_app.command("validate")
+def validate(recipes: RecipeArgs, overrides: SetOption = None) -> None:
+    """Check recipes and report every problem.
+
+    Exit 0 with a one-line summary, or exit 2 listing each problem: its key path, what is
+    wrong and how to fix it.
+    """
+    loaded = load_or_exit(recipes, overrides)
+    for note in notes(loaded):
+        say(note)
+    typer.echo(f"ok: {summary(loaded)}")
+
+
+@config_app.command("show")
+def show(
+    recipes: RecipeArgs,
+    overrides: SetOption = None,
+    fmt: Annotated[
+        Format, typer.Option("--format", "-f", help="Output format.")
+    ] = Format.toml,
+    sources: Annotated[
+        bool,
+        typer.Option("--sources", help="Say where each value came from (default, file, env, -s)."),
+    ] = False,
+) -> None:
+    """Print the resolved recipe and its derived numbers.
+
+    Defaults are filled in; the TOML output is itself a valid recipe, with the derived batch
+    numbers as trailing comments.
+    """
+    loaded = load_or_exit(recipes, overrides)
+    if fmt is Format.json:
+        typer.echo(loaded.to_json(with_sources=sources))
+    else:
+        typer.echo(loaded.to_toml(with_sources=sources), nl=False)
+
+
+@config_app.command("schema")
+def schema(
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="Write the schema to this file instead of stdout."),
+    ] = None,
+) -> None:
+    """Print the recipe's JSON Schema, plugin options included.
+
+    Point a TOML language server (Taplo, tombi) at it for completion and checks.
+    """
+    from rlctl.config.schema import build_schema
+    from rlctl.registry import get_registry
+
+    text = json.dumps(build_schema(get_registry()), indent=2, ensure_ascii=False) + "\n"
+    if output is None:
+        typer.echo(text, nl=False)
+        return
+    output.write_text(text, encoding="utf-8")
+    say(f"wrote {output}")

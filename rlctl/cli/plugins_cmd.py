@@ -1,0 +1,78 @@
+"""``rlctl plugins list``: what every plugin registered, and which plugins failed to load."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+
+plugins_app = typer.Typer(
+    name="plugins",
+    help="Inspect built-in and third-party plugins.",
+    no_args_is_help=True,
+)
+
+
+def plugins_report(registry) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    """Plain data behind ``plugins list`` (the ``--json`` output)."""
+    plugins = []
+    for info in registry.plugins:
+        registered: dict[str, list[dict[str, Any]]] = {}
+        for reg in registry.by_plugin(info.name):
+            registered.setdefault(reg.kind, []).append({
+                "name": reg.name,
+                "implemented": reg.implemented,
+                "description": reg.description,
+                "options": sorted(reg.options.model_fields) if reg.options is not None else [],
+            })
+        plugins.append({
+            "name": info.name,
+            "module": info.module,
+            "distribution": info.distribution,
+            "version": info.version,
+            "builtin": info.builtin,
+            "registered": registered,
+        })
+    failures = [{"name": f.name, "source": f.source, "error": f.error} for f in registry.failures]
+    return {"plugins": plugins, "failures": failures}
+
+
+def render_plugin(plugin: dict[str, Any]) -> str:
+    """One plugin as text: a header line, then one line per kind it registered."""
+    origin = "built-in" if plugin["builtin"] else f"module {plugin['module']}"
+    lines = [f"{plugin['name']}  ({plugin['distribution']} {plugin['version']}, {origin})"]
+    for kind, regs in plugin["registered"].items():
+        names = [r["name"] + ("" if r["implemented"] else " (not implemented yet)") for r in regs]
+        lines.append(f"  {kind.replace('_', ' ')}: {', '.join(names)}")
+    if not plugin["registered"]:
+        lines.append("  (registers commands or lifecycle hooks only)")
+    return "\n".join(lines)
+
+
+def render_report(report: dict[str, Any]) -> str:
+    blocks = [render_plugin(p) for p in report["plugins"]]
+    if report["failures"]:
+        failed = ["failed to load:"] + [
+            f"  {f['name']} ({f['source']}): {f['error']}" for f in report["failures"]
+        ]
+        blocks.append("\n".join(failed))
+    return "\n\n".join(blocks) + "\n"
+
+
+@plugins_app.command("list")
+def list_plugins(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List plugins, what they registered, and failures.
+
+    Each plugin shows its distribution, version and module; names whose implementation has
+    not landed are marked "not implemented yet".
+    """
+    from rlctl.registry import get_registry
+
+    report = plugins_report(get_registry())
+    if as_json:
+        typer.echo(json.dumps(report, indent=2))
+    else:
+        typer.echo(render_report(report), nl=False)

@@ -1,0 +1,251 @@
+"""Cross-field checks and :func:`load_recipe`, the one entry point that turns sources into a
+validated :class:`LoadedRecipe` or raises :class:`ConfigError` with every problem found.
+
+Stages, each reporting all of its problems:
+
+1. sources and sections (:mod:`rlctl.config.loading`): missing files, TOML syntax, unknown
+   keys, wrong types, out-of-range values;
+2. registry names and plugin ``options`` tables (:mod:`rlctl.config.plugin_options`);
+3. cross-field checks below (they use registry metadata such as ``requires`` and
+   ``group_based``);
+4. every plugin's ``validate_config`` hook.
+
+Stages 2-4 run on a partial recipe when stage 1 found problems; their problems are kept
+only where they do not overlap a key already reported (a defaulted value would otherwise
+cause knock-on complaints).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from rlctl.config.derived import derive
+from rlctl.config.loaded import LoadedRecipe, leaf_sources
+from rlctl.config.loading import resolve
+from rlctl.config.plugin_options import check_selections, kind_words
+from rlctl.config.problems import ConfigError, ConfigProblem, dedupe
+from rlctl.config.recipe import Recipe
+from rlctl.registry import Registry, get_registry
+
+
+def load_recipe(
+    paths: Sequence[str | Path],
+    overrides: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    *,
+    registry: Registry | None = None,
+) -> LoadedRecipe:
+    """Load recipe files with ``RLCTL_*`` env and ``-s`` overrides; validate everything.
+
+    ``env`` defaults to ``os.environ``. Raises :class:`ConfigError` listing every problem.
+    """
+    registry = registry if registry is not None else get_registry()
+    resolved = resolve(paths, overrides, env)
+    problems = list(resolved.problems)
+    recipe = resolved.recipe
+    if recipe is None or not resolved.sources_ok:
+        raise ConfigError(dedupe(problems))
+    validated, later = check_selections(recipe, registry)
+    later += cross_field_problems(recipe, registry)
+    later += hook_problems(recipe, registry)
+    problems += _not_overlapping(later, problems)
+    if problems:
+        problems = [_with_source(p, resolved.merged.source_of) for p in problems]
+        raise ConfigError(dedupe(problems))
+    return LoadedRecipe(
+        recipe=recipe,
+        derived=derive(recipe),
+        sources=leaf_sources(recipe, resolved.merged.source_of),
+        files=tuple(str(p) for p in paths),
+        plugin_options=validated,
+    )
+
+
+def _with_source(problem: ConfigProblem, source_of) -> ConfigProblem:  # type: ignore[no-untyped-def]
+    if problem.source or not problem.path:
+        return problem
+    from dataclasses import replace
+
+    from rlctl.config.loaded import path_to_loc
+
+    label = source_of(path_to_loc(problem.path))
+    return problem if label == "default" else replace(problem, source=label)
+
+
+def _related(a: str, b: str) -> bool:
+    if not a or not b:
+        return False
+    return a == b or a.startswith(b + ".") or a.startswith(b + "[") or b.startswith(
+        a + "."
+    ) or b.startswith(a + "[")
+
+
+def _not_overlapping(
+    later: list[ConfigProblem], earlier: list[ConfigProblem]
+) -> list[ConfigProblem]:
+    if not earlier:
+        return later
+    return [p for p in later if not any(_related(p.path, e.path) for e in earlier)]
+
+
+# --------------------------------------------------------------------------- cross-field
+
+
+def _divisors(n: int, limit: int = 8) -> str:
+    ds = [d for d in range(1, n + 1) if n % d == 0]
+    return ", ".join(str(d) for d in ds[:limit]) + (", ..." if len(ds) > limit else "")
+
+
+def cross_field_problems(recipe: Recipe, registry: Registry) -> list[ConfigProblem]:
+    """Checks that involve several fields or registry metadata."""
+    problems: list[ConfigProblem] = []
+    problems += _data_problems(recipe, registry)
+    problems += _estimator_problems(recipe, registry)
+    problems += _batch_problems(recipe)
+    problems += _engine_problems(recipe, registry)
+    problems += _logging_problems(recipe)
+    return problems
+
+
+def _data_problems(recipe: Recipe, registry: Registry) -> list[ConfigProblem]:
+    data = recipe.data
+    out: list[ConfigProblem] = []
+    if data.train is None and data.task is None:
+        out.append(ConfigProblem(
+            "data", "no prompts: neither data.train nor data.task is set",
+            'set data.train = "train.parquet" or data.task = "<a registered task>" '
+            f"(registered tasks: {', '.join(registry.names('task')) or 'none'})"))
+    elif data.train is not None and data.task is not None:
+        out.append(ConfigProblem(
+            "data.task", "both data.train and data.task are set; prompts come from one source",
+            "remove data.task to train on the parquet file, or data.train to use the task"))
+    elif not recipe.rewards:
+        # a task names the reward that scores it by default; parquet prompts do not
+        task = registry.find("task", data.task) if data.task else None
+        if data.train is not None or (task is not None and not task.metadata.get("reward")):
+            out.append(ConfigProblem(
+                "rewards", "no reward function: [[rewards]] is empty",
+                'add a [[rewards]] table with name = "<a registered reward function>" '
+                f"(registered: {', '.join(registry.names('reward_function')) or 'none'})"))
+    if recipe.schedule.eval_every > 0 and data.val is None and data.task is None:
+        out.append(ConfigProblem(
+            "schedule.eval_every",
+            f"validation every {recipe.schedule.eval_every} steps but there are no validation "
+            "prompts", "set data.val to a parquet file, or schedule.eval_every = 0"))
+    return out
+
+
+def _estimator_problems(recipe: Recipe, registry: Registry) -> list[ConfigProblem]:
+    alg = recipe.algorithm
+    reg = registry.find("advantage_estimator", alg.estimator)
+    if reg is None:  # reported by check_selections
+        return []
+    out: list[ConfigProblem] = []
+    requires = frozenset(reg.metadata.get("requires", ()))
+    if "values" in requires and not recipe.critic.enabled:
+        without = [r.name for r in registry.all("advantage_estimator")
+                   if "values" not in frozenset(r.metadata.get("requires", ()))]
+        out.append(ConfigProblem(
+            "algorithm.estimator",
+            f'estimator "{alg.estimator}" needs values from a critic, but critic.enabled = false',
+            "set [critic] enabled = true, or choose an estimator that needs no critic"
+            + (f" ({', '.join(without)})" if without else "")))
+    if reg.metadata.get("group_based") and alg.group_size < 2:
+        out.append(ConfigProblem(
+            "algorithm.group_size",
+            f'estimator "{alg.estimator}" compares responses within a group, but group_size = '
+            f"{alg.group_size}",
+            "set algorithm.group_size >= 2 (e.g. 8), or choose an estimator that is not "
+            "group-based (e.g. gae with a critic)"))
+    return out
+
+
+def _batch_problems(recipe: Recipe) -> list[ConfigProblem]:
+    alg, train = recipe.algorithm, recipe.engines.train
+    samples = alg.prompts_per_step * alg.group_size
+    out: list[ConfigProblem] = []
+    if samples % alg.minibatches:
+        out.append(ConfigProblem(
+            "algorithm.minibatches",
+            f"{samples} samples per step (prompts_per_step {alg.prompts_per_step} x group_size "
+            f"{alg.group_size}) do not split into {alg.minibatches} equal minibatches",
+            f"choose minibatches dividing {samples} ({_divisors(samples)})"))
+        return out  # the per-rank checks below would only repeat the problem
+    minibatch = samples // alg.minibatches
+    if minibatch % train.ranks:
+        out.append(ConfigProblem(
+            "engines.train.ranks",
+            f"a minibatch of {minibatch} samples does not split evenly over {train.ranks} ranks",
+            f"choose ranks dividing {minibatch} ({_divisors(minibatch)}), or change "
+            "algorithm.minibatches"))
+        return out
+    per_rank = minibatch // train.ranks
+    if train.micro_batch_size > per_rank:
+        out.append(ConfigProblem(
+            "engines.train.micro_batch_size",
+            f"micro_batch_size {train.micro_batch_size} is larger than the per-rank minibatch "
+            f"of {per_rank} samples ({minibatch} per minibatch / {train.ranks} ranks)",
+            f"set engines.train.micro_batch_size <= {per_rank}"))
+    return out
+
+
+def _engine_problems(recipe: Recipe, registry: Registry) -> list[ConfigProblem]:
+    out: list[ConfigProblem] = []
+    res, train, rollout = recipe.resources, recipe.engines.train, recipe.engines.rollout
+    devices = res.nodes * res.devices_per_node
+    if res.mode == "ray" and train.ranks > devices:
+        out.append(ConfigProblem(
+            "engines.train.ranks",
+            f"{train.ranks} training ranks but the cluster has {devices} devices "
+            f"(resources.nodes {res.nodes} x devices_per_node {res.devices_per_node})",
+            f"set resources.devices_per_node >= {-(-train.ranks // res.nodes)} or lower "
+            "engines.train.ranks"))
+    if rollout.weight_sync is not None:
+        sync = registry.find("weight_sync", rollout.weight_sync)
+        engines = tuple(sync.metadata.get("engines", ())) if sync is not None else ()
+        if sync is not None and engines and rollout.backend not in engines:
+            out.append(ConfigProblem(
+                "engines.rollout.weight_sync",
+                f'weight sync "{rollout.weight_sync}" does not support rollout engine '
+                f'"{rollout.backend}" (it supports {", ".join(engines)})',
+                "remove weight_sync to use the engine's default, or choose one that supports "
+                f'"{rollout.backend}"'))
+    return out
+
+
+def _logging_problems(recipe: Recipe) -> list[ConfigProblem]:
+    sinks = recipe.logging.sinks
+    dupes = sorted({s for s in sinks if sinks.count(s) > 1})
+    if dupes:
+        return [ConfigProblem("logging.sinks", f"sink listed twice: {', '.join(dupes)}",
+                              "list each sink once")]
+    return []
+
+
+# --------------------------------------------------------------------------- plugin hooks
+
+
+def hook_problems(recipe: Recipe, registry: Registry) -> list[ConfigProblem]:
+    """Run every plugin's ``validate_config``; a plugin that raises is itself a problem."""
+    out: list[ConfigProblem] = []
+    for impl in registry.pm.hook.validate_config.get_hookimpls():
+        args = {"recipe": recipe}
+        try:
+            result = impl.function(*[args[a] for a in impl.argnames])
+        except Exception as exc:  # a buggy plugin must not hide the other problems
+            out.append(ConfigProblem(
+                "", f"validate_config of plugin {impl.plugin_name} raised "
+                f"{type(exc).__name__}: {exc}", "report this to the plugin's authors",
+                source=impl.plugin_name))
+            continue
+        for item in result or ():
+            if isinstance(item, ConfigProblem):
+                out.append(item)
+            else:
+                out.append(ConfigProblem("", str(item), source=impl.plugin_name))
+    return out
+
+
+__all__ = ["ConfigError", "ConfigProblem", "LoadedRecipe", "cross_field_problems",
+           "hook_problems", "kind_words", "load_recipe"]

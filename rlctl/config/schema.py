@@ -1,0 +1,146 @@
+"""JSON Schema of the recipe, including the option model of every installed plugin.
+
+The schema is what TOML editors (Taplo / "Even Better TOML", tombi) use for completion and
+checking. Each ``options`` table is tied to the name that selects it with ``if``/``then``:
+``[engines.train] backend = "fsdp"`` makes ``[engines.train.options]`` follow fsdp's option
+model. Name fields get an ``enum`` of the registered names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+from rlctl.config.recipe import (
+    AlgorithmSection,
+    DataPlaneSection,
+    DataSection,
+    LoggingSection,
+    LossSection,
+    Recipe,
+    RewardSection,
+    RolloutEngineSection,
+    RolloutSection,
+    TrainEngineSection,
+)
+from rlctl.registry import Registry
+
+SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+REF = "#/$defs/{model}"
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """Where a registry kind is selected in the recipe."""
+
+    kind: str
+    section: type[BaseModel]
+    name_field: str
+    options_field: str | None
+
+
+_SLOTS = (
+    _Slot("model_engine", TrainEngineSection, "backend", "options"),
+    _Slot("rollout_engine", RolloutEngineSection, "backend", "options"),
+    _Slot("data_plane", DataPlaneSection, "backend", "options"),
+    _Slot("advantage_estimator", AlgorithmSection, "estimator", "estimator_options"),
+    _Slot("policy_loss", LossSection, "policy_loss", "options"),
+    _Slot("reward_function", RewardSection, "name", "options"),
+    _Slot("task", DataSection, "task", "task_options"),
+    _Slot("agent_loop", RolloutSection, "agent_loop", None),
+)
+
+
+def _option_models(registry: Registry) -> list[type[BaseModel]]:
+    """Option models that pydantic can express as JSON Schema (others stay permissive)."""
+    out: list[type[BaseModel]] = []
+    for kind in registry.kinds():
+        for reg in registry.all(kind):
+            model = reg.options
+            if model is None or model in out:
+                continue
+            try:
+                model.model_json_schema(by_alias=True)
+            except Exception:  # a plugin's exotic field type must not break the schema
+                continue
+            out.append(model)
+    return out
+
+
+def build_schema(registry: Registry) -> dict[str, Any]:
+    """The recipe's JSON Schema with every registered option model of ``registry``."""
+    models = _option_models(registry)
+    key_map, top = models_json_schema(
+        [(Recipe, "validation")] + [(m, "validation") for m in models],
+        ref_template=REF,
+        by_alias=True,
+    )
+    defs: dict[str, Any] = top["$defs"]
+    ref_of = {m: key_map[(m, "validation")]["$ref"] for m in models}
+    # section class names are unique within the recipe, so they name their own $defs entry
+    section_def = {cls: defs[cls.__name__] for cls in {s.section for s in _SLOTS} | {LoggingSection}}
+    for slot in _SLOTS:
+        _tie_options(section_def[slot.section], slot, registry, ref_of)
+    _tie_sinks(section_def[LoggingSection], registry, ref_of)
+    recipe = defs.pop("Recipe")
+    return {
+        "$schema": SCHEMA_DIALECT,
+        "$id": "https://rlctl.dev/schema/recipe.json",
+        "title": "rlctl recipe",
+        **recipe,
+        "$defs": defs,
+    }
+
+
+def _options_schema(reg: Any, ref_of: dict[type[BaseModel], str]) -> dict[str, Any]:
+    if reg.options is None:
+        return {"type": "object", "maxProperties": 0,
+                "description": f"{reg.name} takes no options."}
+    if reg.options in ref_of:
+        return {"$ref": ref_of[reg.options]}
+    return {"type": "object", "description": f"Options of {reg.name} (not expressible here)."}
+
+
+def _tie_options(
+    section: dict[str, Any], slot: _Slot, registry: Registry, ref_of: dict[type[BaseModel], str]
+) -> None:
+    props = section["properties"]
+    names = registry.names(slot.kind)
+    name_prop = props[slot.name_field]
+    target = next((b for b in name_prop.get("anyOf", []) if b.get("type") == "string"),
+                  name_prop)
+    if names:
+        target["enum"] = names
+    if slot.options_field is None:
+        return
+    default = slot.section.model_fields[slot.name_field].default
+    rules: list[dict[str, Any]] = []
+    for reg in registry.all(slot.kind):
+        then = {"properties": {slot.options_field: _options_schema(reg, ref_of)}}
+        rules.append({
+            "if": {"properties": {slot.name_field: {"const": reg.name}},
+                   "required": [slot.name_field]},
+            "then": then,
+        })
+        if reg.name == default:  # the name applies when the key is left out too
+            rules.append({"if": {"not": {"required": [slot.name_field]}}, "then": then})
+    if rules:
+        section["allOf"] = rules
+
+
+def _tie_sinks(
+    section: dict[str, Any], registry: Registry, ref_of: dict[type[BaseModel], str]
+) -> None:
+    names = registry.names("metric_sink")
+    if not names:
+        return
+    section["properties"]["sinks"]["items"] = {"type": "string", "enum": names}
+    section["properties"]["sink_options"] = {
+        **{k: v for k, v in section["properties"]["sink_options"].items()
+           if k not in ("additionalProperties",)},
+        "properties": {r.name: _options_schema(r, ref_of) for r in registry.all("metric_sink")},
+        "additionalProperties": False,
+    }

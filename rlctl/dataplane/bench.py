@@ -1,0 +1,251 @@
+"""``rlctl bench dataplane``: cross-process throughput of each backend vs. the baseline.
+
+For each backend a Ray actor (the "rollout worker") puts one step's batch and the driver (the
+"trainer worker") gets it back, so every byte crosses a process boundary. The baseline is
+what rlctl replaces: the same batch as a TensorDict pickled through a controller actor's
+method call (put = send it to the controller, get = the controller returns it).
+Throughput is bytes of the batch / seconds, best of ``repeats`` (the machine is shared; the
+best run is the least disturbed one). Readiness is the time from a writer actor's last
+terminal put returning to ``ReplayBuffer.sample`` returning in the driver (median).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+import torch
+from tensordict import TensorDict
+
+from rlctl.dataplane import open_data_plane
+from rlctl.dataplane.replay_buffer import ReplayBuffer
+
+GIB = float(2**30)
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """What to measure."""
+
+    backends: tuple[str, ...] = ("ray", "transferqueue")
+    samples: int = 512
+    seq_len: int = 4096
+    fields: int = 6
+    jagged: bool = False
+    repeats: int = 3
+    readiness_trials: int = 7
+    seed: int = 0
+    zero_copy_row: bool = True  # also measure ray with zero_copy_reads (views, no read copy)
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)  # backend -> options
+
+
+def make_batch(cfg: BenchConfig) -> dict[str, Any]:
+    """A step's fields: int64 token-like and float32 log-prob-like columns, [B, T] or jagged."""
+    g = torch.Generator().manual_seed(cfg.seed)
+    if cfg.jagged:
+        lengths = torch.randint(max(1, cfg.seq_len // 4), cfg.seq_len + 1, (cfg.samples,), generator=g).tolist()
+    out: dict[str, Any] = {}
+    for i in range(cfg.fields):
+        dtype = torch.int64 if i % 2 == 0 else torch.float32
+        if cfg.jagged:
+            out[f"field{i}"] = [_column((n,), dtype, g) for n in lengths]
+        else:
+            out[f"field{i}"] = _column((cfg.samples, cfg.seq_len), dtype, g)
+    return out
+
+
+def _column(shape: tuple[int, ...], dtype: torch.dtype, g: torch.Generator) -> torch.Tensor:
+    if dtype == torch.int64:
+        return torch.randint(0, 150_000, shape, generator=g)
+    return torch.randn(shape, generator=g)
+
+
+def batch_bytes(batch: dict[str, Any]) -> int:
+    total = 0
+    for value in batch.values():
+        rows = value if isinstance(value, list) else [value]
+        total += sum(r.numel() * r.element_size() for r in rows)
+    return total
+
+
+@ray.remote(num_cpus=0)
+class _Peer:
+    """The process on the other side: a writer for backends, the controller for the baseline."""
+
+    def __init__(self, cfg: BenchConfig) -> None:
+        self.batch = make_batch(cfg)
+        self.held: Any = None
+
+    def put(self, plane, keys: list[str], partition: str) -> float:
+        t0 = time.perf_counter()
+        plane.kv_batch_put(keys, partition, self.batch)
+        return time.perf_counter() - t0
+
+    def put_terminal(self, plane, key: str, partition: str) -> float:
+        plane.kv_put(key, partition, {"score": torch.tensor([1.0])}, {"status": "success"})
+        return time.time()  # wall clock: comparable across processes on one node
+
+    def store(self, td: TensorDict) -> None:  # baseline put: the batch arrives pickled
+        self.held = td
+
+    def fetch(self) -> TensorDict:  # baseline get: the batch leaves pickled
+        return self.held
+
+
+def _ensure_ray() -> bool:
+    if ray.is_initialized():
+        return False
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.setdefault("TQ_LOGGING_LEVEL", "ERROR")
+    ray.init(
+        num_cpus=4,
+        include_dashboard=False,
+        log_to_driver=False,
+        object_store_memory=2 * 1024**3,
+        _temp_dir=tempfile.mkdtemp(prefix="rlctl-bench-"),
+    )
+    return True
+
+
+def _verify(td: TensorDict, batch: dict[str, Any]) -> None:
+    for name, value in batch.items():
+        got = td.get(name)
+        rows = got.unbind() if got.is_nested else got
+        want = value if isinstance(value, list) else value
+        if isinstance(want, list):
+            ok = all(torch.equal(a, b) for a, b in zip(rows, want, strict=True))
+        else:
+            ok = torch.equal(got, want)
+        if not ok:
+            raise AssertionError(f"benchmark read back a corrupted field {name!r}")
+
+
+ZERO_COPY_ROW = "ray+zero_copy_reads"
+
+
+def bench_backend(backend: str, cfg: BenchConfig, peer, batch, nbytes: int) -> dict[str, float]:
+    options = dict(cfg.options.get(backend, {}))
+    label = backend
+    if backend == ZERO_COPY_ROW:
+        backend, label = "ray", ZERO_COPY_ROW
+        options["zero_copy_reads"] = True
+    plane = open_data_plane(backend, options, run_id=f"bench{uuid.uuid4().hex[:8]}")
+    keys = [f"b{i}_0_0" for i in range(cfg.samples)]
+    puts, gets = [], []
+    try:
+        for rep in range(cfg.repeats):
+            partition = f"bench{rep}"
+            puts.append(ray.get(peer.put.remote(plane, keys, partition)))
+            t0 = time.perf_counter()
+            td = plane.kv_batch_get(keys, partition, list(batch))
+            gets.append(time.perf_counter() - t0)
+            if rep == 0:
+                _verify(td, batch)
+            del td
+            plane.kv_clear(keys, partition)
+    finally:
+        plane.close()
+    return {"backend": label, "put_gib_s": nbytes / GIB / min(puts), "get_gib_s": nbytes / GIB / min(gets)}
+
+
+def bench_baseline(cfg: BenchConfig, peer, batch, nbytes: int) -> dict[str, float]:
+    if cfg.jagged:
+        from rlctl.dataplane import jagged
+
+        td = TensorDict({k: jagged.from_list(v) for k, v in batch.items()}, batch_size=[cfg.samples])
+    else:
+        td = TensorDict(batch, batch_size=[cfg.samples])
+    puts, gets = [], []
+    for _ in range(cfg.repeats):
+        t0 = time.perf_counter()
+        ray.get(peer.store.remote(td))
+        puts.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        back = ray.get(peer.fetch.remote())
+        gets.append(time.perf_counter() - t0)
+        del back
+    ray.get(peer.store.remote(None))
+    return {"backend": "baseline", "put_gib_s": nbytes / GIB / min(puts), "get_gib_s": nbytes / GIB / min(gets)}
+
+
+def bench_readiness(backend: str, cfg: BenchConfig, peer) -> float:
+    """Median ms from the last terminal put (in the peer actor) to ``sample`` returning."""
+    plane = open_data_plane(backend, cfg.options.get(backend, {}), run_id=f"ready{uuid.uuid4().hex[:8]}")
+    buffer = ReplayBuffer(plane)
+    latencies = []
+    try:
+        for step in range(cfg.readiness_trials):
+            uid = uuid.uuid4().hex
+            buffer.add("train", [(uid, 1, step)])
+            result: dict[str, float] = {}
+            waiter = threading.Thread(
+                target=lambda s=step: (buffer.sample("train", s, timeout=60), result.update(t=time.time()))
+            )
+            waiter.start()
+            time.sleep(0.05)  # let sample() park in kv_watch first
+            put_done = ray.get(peer.put_terminal.remote(plane, f"{uid}_0_0", "train"))
+            waiter.join(timeout=60)
+            if "t" not in result:
+                raise RuntimeError("ReplayBuffer.sample did not return within 60 s of the last put")
+            latencies.append((result["t"] - put_done) * 1000)
+            plane.kv_clear([f"{uid}_0_0"], "train")
+            buffer.remove("train", [f"{uid}_0_0"])
+    finally:
+        plane.close()
+    return max(0.0, statistics.median(latencies))
+
+
+def run_bench(cfg: BenchConfig) -> dict[str, Any]:
+    """Measure every backend, the baseline and readiness; returns the JSON-able result."""
+    started = _ensure_ray()
+    try:
+        batch = make_batch(cfg)
+        nbytes = batch_bytes(batch)
+        peer = _Peer.remote(cfg)
+        names = list(cfg.backends)
+        if "ray" in names and cfg.zero_copy_row:
+            names.insert(names.index("ray") + 1, ZERO_COPY_ROW)
+        rows = [bench_backend(b, cfg, peer, batch, nbytes) for b in names]
+        rows.append(bench_baseline(cfg, peer, batch, nbytes))
+        ready_backend = "ray" if "ray" in cfg.backends else next(
+            (b for b in cfg.backends if b != "memory"), "ray"
+        )
+        readiness = bench_readiness(ready_backend, cfg, peer)
+        ray.kill(peer)
+        return {"rows": rows, "readiness_ms": readiness}
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def format_table(result: dict[str, Any], cfg: BenchConfig) -> str:
+    """A human-readable table with ratios to transferqueue and to the baseline."""
+    rows = {r["backend"]: r for r in result["rows"]}
+    nbytes = batch_bytes(make_batch(BenchConfig(samples=1, seq_len=cfg.seq_len, fields=cfg.fields,
+                                               jagged=cfg.jagged))) * cfg.samples
+    lines = [
+        f"data plane benchmark: {cfg.samples} samples x {cfg.seq_len} tokens x {cfg.fields} fields "
+        f"({'jagged' if cfg.jagged else 'dense'}, ~{nbytes / 2**20:.0f} MiB), best of {cfg.repeats}",
+        f"{'backend':<15}{'put GiB/s':>11}{'get GiB/s':>11}{'vs tq (put/get)':>18}{'vs baseline':>16}",
+    ]
+
+    def ratio(r, ref):
+        if ref is None:
+            return "-"
+        return f"{r['put_gib_s'] / ref['put_gib_s']:.1f}x/{r['get_gib_s'] / ref['get_gib_s']:.1f}x"
+
+    for name, r in rows.items():
+        lines.append(
+            f"{name:<15}{r['put_gib_s']:>11.2f}{r['get_gib_s']:>11.2f}"
+            f"{ratio(r, rows.get('transferqueue')):>18}{ratio(r, rows.get('baseline')):>16}"
+        )
+    lines.append(f"readiness (last put -> ReplayBuffer.sample returns): {result['readiness_ms']:.1f} ms")
+    return "\n".join(lines)

@@ -1,0 +1,160 @@
+"""The KV contract every data-plane backend implements, and the errors it raises.
+
+Modelled on TransferQueue's KV API (``kv_put`` / ``kv_batch_put`` / ``kv_batch_get`` /
+``kv_list`` / ``kv_clear`` + async twins) with three differences: asking for an unknown key
+or field is an error that names it, tag merges are atomic, and variable-length fields are
+stored without padding (``layout`` picks jagged or padded on read).
+
+Field values a put accepts (``fields`` is a ``TensorDict`` or a mapping, batch dim first):
+
+* dense tensor ``[B, ...]`` (or numpy array): stored as is, read back dense with its dtype;
+  ``[B]`` is one scalar per sample;
+* variable-length: a ``torch.jagged`` nested tensor ``[B, j, ...]`` or a list of B tensors
+  ``[L_i, ...]``: stored without padding; read back jagged (``layout="jagged"``) or
+  right-padded ``[B, Lmax, ...]`` (``layout="padded"``; lengths via
+  :func:`rlctl.dataplane.jagged.lengths` on a jagged read or the ``seq_len``-style tags);
+* anything else per sample (strings, dicts): a list of B objects or a ``NonTensorStack``;
+  read back as a ``NonTensorStack``.
+
+``kv_put`` takes ONE sample: each tensor value is that sample's value without batch dim
+(a dense row); pass a one-row nested tensor or ``[tensor]`` for a variable-length value.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from tensordict import TensorDict
+
+Layout = Literal["jagged", "padded"]
+
+# Terminal sample states (the ReplayBuffer waits for every expected key to reach one).
+TERMINAL_STATUSES = frozenset({"success", "failure"})
+
+
+class DataPlaneError(Exception):
+    """Base of every data-plane error."""
+
+
+class UnknownKeyError(DataPlaneError, LookupError):
+    """A key asked for is not in the partition."""
+
+
+class MissingFieldError(DataPlaneError, LookupError):
+    """A field asked for has not been written for some (or all) of the keys."""
+
+
+class FieldLayoutError(DataPlaneError, ValueError):
+    """A field's values cannot be put or assembled the way they were given."""
+
+
+class DataPlaneClosedError(DataPlaneError, RuntimeError):
+    """The data plane was used after ``close()``."""
+
+
+def describe_keys(keys: Sequence[str], limit: int = 5) -> str:
+    """``'a', 'b', ... (+N more)`` for error messages."""
+    shown = ", ".join(repr(k) for k in list(keys)[:limit])
+    more = f" (+{len(keys) - limit} more)" if len(keys) > limit else ""
+    return shown + more
+
+
+@runtime_checkable
+class DataPlane(Protocol):
+    """What the trainer and workers call; every backend implements it (sync + async)."""
+
+    def kv_put(
+        self,
+        key: str,
+        partition_id: str,
+        fields: Mapping[str, Any] | TensorDict | None = None,
+        tag: dict[str, Any] | None = None,
+    ) -> None:
+        """Put one sample's fields and/or merge ``tag`` into its tags."""
+
+    def kv_batch_put(
+        self,
+        keys: Sequence[str],
+        partition_id: str,
+        fields: Mapping[str, Any] | TensorDict | None = None,
+        tags: Sequence[dict[str, Any]] | None = None,
+    ) -> None:
+        """Put B samples' fields (batch dim first) and/or merge one tag dict per key."""
+
+    def kv_batch_get(
+        self,
+        keys: Sequence[str],
+        partition_id: str,
+        fields: Sequence[str],
+        *,
+        layout: Layout = "jagged",
+        pad_value: float = 0,
+    ) -> TensorDict:
+        """Read ``fields`` of ``keys`` (in that order) as a TensorDict of batch ``[B]``."""
+
+    def kv_list(self, partition_id: str) -> dict[str, dict[str, Any]]:
+        """Every key of the partition with a copy of its tags, in insertion order."""
+
+    def kv_clear(self, keys: Sequence[str], partition_id: str) -> None:
+        """Drop keys (data and tags); keys already absent are ignored."""
+
+    def kv_watch(self, partition_id: str, version: int, timeout: float) -> int:
+        """Block until the partition's tag version exceeds ``version`` or ``timeout`` passes.
+
+        Returns the current version. Every tag change (put with tags, clear) bumps it; this
+        is how readiness is pushed to the ReplayBuffer instead of polled.
+        """
+
+    async def async_kv_put(self, key, partition_id, fields=None, tag=None) -> None: ...
+    async def async_kv_batch_put(self, keys, partition_id, fields=None, tags=None) -> None: ...
+    async def async_kv_batch_get(self, keys, partition_id, fields, *, layout="jagged", pad_value=0): ...
+    async def async_kv_list(self, partition_id: str) -> dict[str, dict[str, Any]]: ...
+    async def async_kv_clear(self, keys, partition_id) -> None: ...
+
+    def close(self) -> None:
+        """Release the backend's resources; further calls raise ``DataPlaneClosedError``."""
+
+
+class AsyncTwinsMixin:
+    """Async twins that run the sync call in a worker thread.
+
+    Every backend's sync calls are thread-safe, so a thread keeps the event loop free while a
+    put copies megabytes or a get waits on the object store.
+    """
+
+    async def async_kv_put(self, key, partition_id, fields=None, tag=None) -> None:
+        await asyncio.to_thread(self.kv_put, key, partition_id, fields, tag)  # type: ignore[attr-defined]
+
+    async def async_kv_batch_put(self, keys, partition_id, fields=None, tags=None) -> None:
+        await asyncio.to_thread(self.kv_batch_put, keys, partition_id, fields, tags)  # type: ignore[attr-defined]
+
+    async def async_kv_batch_get(self, keys, partition_id, fields, *, layout="jagged", pad_value=0):
+        return await asyncio.to_thread(
+            self.kv_batch_get, keys, partition_id, fields, layout=layout, pad_value=pad_value  # type: ignore[attr-defined]
+        )
+
+    async def async_kv_list(self, partition_id: str) -> dict[str, dict[str, Any]]:
+        return await asyncio.to_thread(self.kv_list, partition_id)  # type: ignore[attr-defined]
+
+    async def async_kv_clear(self, keys, partition_id) -> None:
+        await asyncio.to_thread(self.kv_clear, keys, partition_id)  # type: ignore[attr-defined]
+
+
+def check_put_args(keys: Sequence[str], tags: Sequence[dict[str, Any]] | None, fields: object) -> list[str]:
+    """Validate a batch put's keys/tags; returns the keys as a list."""
+    if isinstance(keys, str):
+        raise TypeError("kv_batch_put takes a sequence of keys; use kv_put for a single key")
+    keys = list(keys)
+    if any(not isinstance(k, str) or not k for k in keys):
+        raise TypeError(f"keys must be non-empty strings, got {describe_keys([repr(k) for k in keys])}")
+    if len(set(keys)) != len(keys):
+        dup = sorted({k for k in keys if keys.count(k) > 1})
+        raise ValueError(f"a put names key(s) {describe_keys(dup)} more than once")
+    if tags is not None and len(tags) != len(keys):
+        raise ValueError(f"{len(keys)} keys but {len(tags)} tag dicts; give one tag dict per key")
+    if fields is None and tags is None:
+        raise ValueError("a put needs fields, tags or both")
+    return keys

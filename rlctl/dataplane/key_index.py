@@ -1,0 +1,137 @@
+"""The bookkeeping every backend shares: keys, tags and where each field's value lives.
+
+Pure Python, no torch, no locking: the memory backend calls it under its lock, the Ray
+index actor calls it from its single event loop (one method runs at a time, so a tag merge
+is atomic). Data is written in *blocks* (one per put); the index records, per key and
+field, ``(block_id, row)`` and keeps a block's opaque handle (a torch block, a Ray
+``ObjectRef``, a field-kind map) alive while any row still references it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlctl.dataplane.contract import MissingFieldError, UnknownKeyError, describe_keys
+
+Loc = tuple[int, int]  # (block_id, row within the block)
+
+
+@dataclass
+class _Partition:
+    tags: dict[str, dict[str, Any]] = field(default_factory=dict)  # key -> tags
+    locs: dict[str, dict[str, Loc]] = field(default_factory=dict)  # key -> field -> loc
+    version: int = 0  # bumped on every tag change and clear
+
+
+@dataclass
+class Located:
+    """Where to read a get's fields: the blocks involved and each field's rows."""
+
+    handles: dict[int, Any]  # block_id -> handle
+    locs: dict[str, list[Loc]]  # field -> one loc per requested key, in key order
+
+
+class KeyIndex:
+    """Keys, tags and field locations of every partition."""
+
+    def __init__(self) -> None:
+        self._partitions: dict[str, _Partition] = {}
+        self._blocks: dict[int, list[Any]] = {}  # block_id -> [handle, live row count]
+        self._next_block = 0
+
+    # ------------------------------------------------------------------ writes
+    def put(
+        self,
+        partition_id: str,
+        keys: Sequence[str],
+        tags: Sequence[dict[str, Any]] | None,
+        handle: Any = None,
+        fields: Sequence[str] = (),
+    ) -> int:
+        """Register a put: merge tags, point ``fields`` of ``keys[i]`` at row ``i`` of a new
+        block holding ``handle``. Returns the partition's version."""
+        part = self._partitions.setdefault(partition_id, _Partition())
+        if fields:
+            block_id = self._next_block
+            self._next_block += 1
+            self._blocks[block_id] = [handle, 0]
+            for row, key in enumerate(keys):
+                key_locs = part.locs.setdefault(key, {})
+                for name in fields:
+                    old = key_locs.get(name)
+                    if old is not None:
+                        self._release(old[0])
+                    key_locs[name] = (block_id, row)
+                self._blocks[block_id][1] += len(fields)
+        for i, key in enumerate(keys):
+            # A key exists once anything (data or tags) was put for it.
+            merged = part.tags.setdefault(key, {})
+            if tags is not None and tags[i]:
+                merged.update(tags[i])
+        if tags is not None and any(tags):
+            part.version += 1
+        return part.version
+
+    def clear(self, partition_id: str, keys: Sequence[str]) -> int:
+        part = self._partitions.get(partition_id)
+        if part is None:
+            return 0
+        for key in keys:
+            part.tags.pop(key, None)
+            for loc in part.locs.pop(key, {}).values():
+                self._release(loc[0])
+        part.version += 1
+        return part.version
+
+    def _release(self, block_id: int) -> None:
+        entry = self._blocks[block_id]
+        entry[1] -= 1
+        if entry[1] <= 0:
+            del self._blocks[block_id]  # drops the handle: the block's memory can go
+
+    # ------------------------------------------------------------------ reads
+    def list(self, partition_id: str) -> dict[str, dict[str, Any]]:
+        part = self._partitions.get(partition_id)
+        return {} if part is None else {k: dict(t) for k, t in part.tags.items()}
+
+    def version(self, partition_id: str) -> int:
+        part = self._partitions.get(partition_id)
+        return 0 if part is None else part.version
+
+    def locate(self, partition_id: str, keys: Sequence[str], fields: Sequence[str]) -> Located:
+        """Locations of ``fields`` for ``keys``; unknown keys and unwritten fields raise."""
+        part = self._partitions.get(partition_id)
+        known = part.tags if part is not None else {}
+        unknown = [k for k in keys if k not in known]
+        if unknown:
+            raise UnknownKeyError(
+                f"partition {partition_id!r} has no key(s) {describe_keys(unknown)} "
+                f"({len(unknown)} of {len(keys)} requested are unknown; put them first "
+                "or check the partition)"
+            )
+        handles: dict[int, Any] = {}
+        out: dict[str, list[Loc]] = {}
+        for name in fields:
+            locs, lacking = [], []
+            for key in keys:
+                loc = part.locs.get(key, {}).get(name)  # type: ignore[union-attr]
+                if loc is None:
+                    lacking.append(key)
+                    continue
+                locs.append(loc)
+                handles.setdefault(loc[0], self._blocks[loc[0]][0])
+            if lacking:
+                present = sorted({f for k in keys for f in part.locs.get(k, {})})  # type: ignore[union-attr]
+                raise MissingFieldError(
+                    f"field {name!r} is not written for {len(lacking)} of {len(keys)} key(s) in "
+                    f"partition {partition_id!r}: {describe_keys(lacking)}; fields present on "
+                    f"these keys: {present or 'none'}"
+                )
+            out[name] = locs
+        return Located(handles, out)
+
+    def block_count(self) -> int:
+        """Live blocks (tests check that clears free memory)."""
+        return len(self._blocks)

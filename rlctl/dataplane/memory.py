@@ -1,0 +1,111 @@
+"""``memory``: the in-process data plane (``--local`` mode and unit tests).
+
+Thread-safe: one ``Condition`` guards the :class:`KeyIndex`; tensors are encoded before the
+lock is taken and assembled after it is released (stored blocks are never mutated, so a
+reader can copy out of them while a writer registers a new block). Readiness is pushed:
+a put with tags notifies ``kv_watch`` waiters.
+
+Single-process by design: pickling it (e.g. passing it to a Ray actor) raises, because the
+other process would silently get an empty, unrelated store.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tensordict import TensorDict
+
+from rlctl.dataplane import columns
+from rlctl.dataplane.contract import (
+    AsyncTwinsMixin,
+    DataPlaneClosedError,
+    Layout,
+    check_put_args,
+)
+from rlctl.dataplane.key_index import KeyIndex
+from rlctl.dataplane.options import MemoryOptions
+
+
+class MemoryDataPlane(AsyncTwinsMixin):
+    """A dict of blocks in this process, behind a lock."""
+
+    multi_process = False
+
+    def __init__(self, options: MemoryOptions | None = None, *, run_id: str = "local") -> None:
+        self.options = options or MemoryOptions()
+        self.run_id = run_id
+        self._index = KeyIndex()
+        self._cond = threading.Condition()
+        self._closed = False
+
+    def __reduce__(self):
+        raise TypeError(
+            "the 'memory' data plane lives in one process and cannot be pickled (e.g. sent "
+            "to a Ray actor); use [data_plane] backend = \"ray\" for multi-process runs"
+        )
+
+    # ------------------------------------------------------------------ writes
+    def kv_put(self, key: str, partition_id: str, fields: Mapping[str, Any] | TensorDict | None = None,
+               tag: dict[str, Any] | None = None) -> None:
+        keys = check_put_args([key], None if tag is None else [tag], fields)
+        block = None if fields is None else columns.encode_single(fields, copy=self.options.copy_on_put)
+        self._register(partition_id, keys, None if tag is None else [tag], block)
+
+    def kv_batch_put(self, keys: Sequence[str], partition_id: str,
+                     fields: Mapping[str, Any] | TensorDict | None = None,
+                     tags: Sequence[dict[str, Any]] | None = None) -> None:
+        keys = check_put_args(keys, tags, fields)
+        block = None if fields is None else columns.encode(fields, len(keys), copy=self.options.copy_on_put)
+        self._register(partition_id, keys, tags, block)
+
+    def _register(self, partition_id: str, keys: list[str], tags, block) -> None:
+        with self._cond:
+            self._check_open()
+            self._index.put(partition_id, keys, tags, block, list(block or ()))
+            if tags is not None:
+                self._cond.notify_all()
+
+    def kv_clear(self, keys: Sequence[str], partition_id: str) -> None:
+        with self._cond:
+            self._check_open()
+            self._index.clear(partition_id, list(keys))
+            self._cond.notify_all()
+
+    # ------------------------------------------------------------------ reads
+    def kv_batch_get(self, keys: Sequence[str], partition_id: str, fields: Sequence[str], *,
+                     layout: Layout = "jagged", pad_value: float = 0) -> TensorDict:
+        keys = list(keys)
+        with self._cond:
+            self._check_open()
+            located = self._index.locate(partition_id, keys, list(fields))
+        return columns.assemble(located.handles, located.locs, len(keys), layout=layout, pad_value=pad_value)
+
+    def kv_list(self, partition_id: str) -> dict[str, dict[str, Any]]:
+        with self._cond:
+            self._check_open()
+            return self._index.list(partition_id)
+
+    def kv_watch(self, partition_id: str, version: int, timeout: float) -> int:
+        deadline = time.monotonic() + max(0.0, timeout)
+        with self._cond:
+            while not self._closed and self._index.version(partition_id) <= version:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._cond.wait(remaining)
+            self._check_open()
+            return self._index.version(partition_id)
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._index = KeyIndex()
+            self._cond.notify_all()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise DataPlaneClosedError("this memory data plane was closed; open a new one")

@@ -1,0 +1,259 @@
+"""``transferqueue``: an adapter that stores field bytes in TransferQueue 0.1.x.
+
+What TransferQueue does not give, the adapter adds, with measured reasons:
+
+* **Start-up on 2 CPUs.** TQ's controller and each storage unit reserve one Ray CPU and it
+  starts two units by default: ``tq.init`` hangs silently on a 2-CPU machine. We start
+  ``storage_units`` units (1) and lower the actors' CPU reservation to ``unit_num_cpus``
+  (0) for the duration of ``tq.init``; the init runs under a timeout.
+* **Atomic tags, push readiness, named errors.** TQ merges tags client-side
+  (read-modify-write in ``BatchMeta.update_custom_meta``; every data put writes the whole
+  read-back tag dict again), so concurrent writers lose updates; it has no wait; it drops
+  unknown fields silently. Keys, tags and the kind of each field (dense / jagged / object)
+  therefore live in rlctl's index actor (:mod:`rlctl.dataplane.ray_index`, the same one as
+  the ``ray`` backend); TQ carries the field data only. A TQ result that lacks a requested
+  field is an error.
+* **Dense stays dense.** TQ returns every non-scalar tensor as a jagged nested tensor (its
+  PR #92); dense fields are stacked back using the recorded kind.
+* **Lifecycle.** ``tq.close()`` kills the controller from any process that calls it, so only
+  the handle that started TQ closes it; pickled copies (in workers) only attach.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import ray
+import torch
+from tensordict import NonTensorStack, TensorDict
+
+from rlctl.dataplane import columns, jagged
+from rlctl.dataplane.contract import (
+    AsyncTwinsMixin,
+    DataPlaneClosedError,
+    DataPlaneError,
+    FieldLayoutError,
+    Layout,
+    MissingFieldError,
+    check_put_args,
+)
+from rlctl.dataplane.options import TransferQueueOptions
+from rlctl.dataplane.ray_index import call, get_or_create
+
+TQ_CONTROLLER_NAME = ("TransferQueueController", "transfer_queue")
+
+# TQ's sync client is driven from worker threads so that every call has a timeout.
+_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="rlctl-tq")
+
+
+def _with_timeout(fn, timeout: float, what: str, *args, **kwargs):
+    future = _POOL.submit(fn, *args, **kwargs)
+    try:
+        return future.result(timeout=timeout)
+    except concurrent.futures.TimeoutError:
+        raise DataPlaneError(
+            f"transferqueue {what} did not finish within {timeout:.0f} s (is TQ running? "
+            "raise [data_plane.options] call_timeout_s for very large batches)"
+        ) from None
+
+
+def _tq_running() -> bool:
+    try:
+        ray.get_actor(TQ_CONTROLLER_NAME[0], namespace=TQ_CONTROLLER_NAME[1])
+        return True
+    except ValueError:
+        return False
+
+
+def _start_tq(options: TransferQueueOptions) -> bool:
+    """Start TransferQueue (or attach to a running one). Returns True if we started it."""
+    import transfer_queue as tq
+    from omegaconf import OmegaConf
+    from transfer_queue.controller import TransferQueueController
+    from transfer_queue.storage.simple_storage import SimpleStorageUnit
+
+    if _tq_running():
+        _with_timeout(tq.init, options.init_timeout_s, "attach (tq.init)")
+        return False
+    conf = OmegaConf.create(
+        {"backend": {"SimpleStorage": {"num_data_storage_units": options.storage_units}}}
+    )
+    # TQ's actors hard-code @ray.remote(num_cpus=1); their reservation is a class default
+    # we lower while init creates them (no public option exists in 0.1.11).
+    saved = [(cls, dict(cls._default_options)) for cls in (TransferQueueController, SimpleStorageUnit)]
+    try:
+        for cls, _ in saved:
+            cls._default_options["num_cpus"] = options.unit_num_cpus
+        _with_timeout(tq.init, options.init_timeout_s, "start-up (tq.init)", conf)
+    finally:
+        for cls, defaults in saved:
+            cls._default_options.clear()
+            cls._default_options.update(defaults)
+    return True
+
+
+class TransferQueueDataPlane(AsyncTwinsMixin):
+    """TQ for bytes, rlctl's index actor for keys, tags, kinds and readiness."""
+
+    multi_process = True
+
+    def __init__(self, options: TransferQueueOptions | None = None, *, run_id: str,
+                 _index: Any = None) -> None:
+        self.options = options or TransferQueueOptions()
+        self.run_id = run_id
+        os.environ.setdefault("TQ_LOGGING_LEVEL", self.options.logging_level)
+        if not ray.is_initialized():
+            raise DataPlaneError(
+                "the 'transferqueue' data plane needs a running Ray: call ray.init() first"
+            )
+        import transfer_queue as tq
+
+        self._tq = tq
+        if _index is None:
+            self._started_tq = _start_tq(self.options)
+            self._index = get_or_create(f"rlctl-tq-index-{run_id}", "rlctl")
+            self._creator = True
+            self._attached = True
+        else:
+            # A pickled copy in another process. Attaching calls into Ray, which must not
+            # happen while Ray is still deserialising a task's arguments: attach on first use.
+            self._started_tq = False
+            self._index = _index
+            self._creator = False
+            self._attached = False
+        self._closed = False
+
+    def __reduce__(self):
+        if self._closed:
+            raise DataPlaneClosedError("cannot pickle a closed transferqueue data plane")
+        return (_reconnect, (self.options, self.run_id, self._index))
+
+    # ------------------------------------------------------------------ writes
+    def kv_put(self, key: str, partition_id: str, fields: Mapping[str, Any] | TensorDict | None = None,
+               tag: dict[str, Any] | None = None) -> None:
+        keys = check_put_args([key], None if tag is None else [tag], fields)
+        block = None if fields is None else columns.encode_single(fields, copy=False)
+        self._put(partition_id, keys, None if tag is None else [tag], block)
+
+    def kv_batch_put(self, keys: Sequence[str], partition_id: str,
+                     fields: Mapping[str, Any] | TensorDict | None = None,
+                     tags: Sequence[dict[str, Any]] | None = None) -> None:
+        keys = check_put_args(keys, tags, fields)
+        block = None if fields is None else columns.encode(fields, len(keys), copy=False)
+        self._put(partition_id, keys, tags, block)
+
+    def _put(self, partition_id: str, keys: list[str], tags, block) -> None:
+        self._check_open()
+        box, names = None, []
+        if block:
+            td = TensorDict({n: _to_tq_value(c) for n, c in block.items()}, batch_size=[len(keys)])
+            # Data first, then the index: a reader that sees the field can read it.
+            _with_timeout(self._tq.kv_batch_put, self.options.call_timeout_s, "put",
+                          keys=keys, partition_id=partition_id, fields=td)
+            box, names = [{n: c.kind for n, c in block.items()}], list(block)
+        tags = None if tags is None else [dict(t) for t in tags]
+        call(self._index.put.remote(partition_id, keys, tags, box, names), self.options.call_timeout_s, "put")
+
+    def kv_clear(self, keys: Sequence[str], partition_id: str) -> None:
+        self._check_open()
+        keys = list(keys)
+        call(self._index.clear.remote(partition_id, keys), self.options.call_timeout_s, "clear")
+        if keys:
+            _with_timeout(self._tq.kv_clear, self.options.call_timeout_s, "clear", keys, partition_id)
+
+    # ------------------------------------------------------------------ reads
+    def kv_batch_get(self, keys: Sequence[str], partition_id: str, fields: Sequence[str], *,
+                     layout: Layout = "jagged", pad_value: float = 0) -> TensorDict:
+        self._check_open()
+        keys, fields = list(keys), list(fields)
+        if layout not in ("jagged", "padded"):
+            raise ValueError(f"layout must be 'jagged' or 'padded', got {layout!r}")
+        boxed, locs = call(self._index.locate.remote(partition_id, keys, fields),
+                           self.options.call_timeout_s, "get")
+        if not keys or not fields:
+            return TensorDict({}, batch_size=[len(keys)])
+        got = _with_timeout(self._tq.kv_batch_get, self.options.call_timeout_s, "get",
+                            keys=keys, partition_id=partition_id, select_fields=fields)
+        out: dict[str, Any] = {}
+        for name in fields:
+            if name not in got.keys():
+                raise MissingFieldError(
+                    f"transferqueue returned no field {name!r} for keys in partition "
+                    f"{partition_id!r} although rlctl's index records it (TQ drops unknown "
+                    "fields silently; was the key cleared concurrently?)"
+                )
+            kinds = {boxed[bid][0][name] for bid, _ in locs[name]}
+            out[name] = _from_tq_value(name, got.get(name), kinds, layout, pad_value)
+        return TensorDict(out, batch_size=[len(keys)])
+
+    def kv_list(self, partition_id: str) -> dict[str, dict[str, Any]]:
+        self._check_open()
+        return call(self._index.list.remote(partition_id), self.options.call_timeout_s, "list")
+
+    def kv_watch(self, partition_id: str, version: int, timeout: float) -> int:
+        self._check_open()
+        return call(self._index.watch.remote(partition_id, version, timeout),
+                    timeout + self.options.call_timeout_s, "watch")
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        """The creator shuts TQ down (``tq.close``) and ends the index; copies just detach."""
+        if self._closed:
+            return
+        self._closed = True
+        if not self._creator:
+            return
+        try:
+            ray.kill(self._index)
+        except Exception:
+            pass
+        if self._started_tq:
+            _with_timeout(self._tq.close, self.options.call_timeout_s, "shutdown (tq.close)")
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise DataPlaneClosedError("this transferqueue data plane was closed; open a new one")
+        if not self._attached:
+            if not _tq_running():
+                raise DataPlaneError("transferqueue is not running any more (its creator closed it)")
+            _with_timeout(self._tq.init, self.options.init_timeout_s, "attach (tq.init)")
+            self._attached = True
+
+
+def _reconnect(options: TransferQueueOptions, run_id: str, index: Any) -> TransferQueueDataPlane:
+    return TransferQueueDataPlane(options, run_id=run_id, _index=index)
+
+
+def _to_tq_value(col: columns.Column) -> Any:
+    if col.kind == "dense":
+        return col.data
+    if col.kind == "jagged":
+        return torch.nested.nested_tensor_from_jagged(col.data, col.offsets)
+    return NonTensorStack.from_list(col.data)
+
+
+def _from_tq_value(name: str, value: Any, kinds: set[str], layout: Layout, pad_value: float) -> Any:
+    if "object" in kinds:
+        if kinds != {"object"}:
+            raise FieldLayoutError(f"field {name!r} holds objects for some keys and tensors for others")
+        return value if isinstance(value, NonTensorStack) else NonTensorStack.from_list(list(value))
+    if kinds == {"dense"}:
+        if not value.is_nested:  # per-sample scalars come back dense
+            return value
+        rows = value.unbind()
+        shapes = {tuple(r.shape) for r in rows}
+        if len(shapes) != 1:
+            raise FieldLayoutError(
+                f"field {name!r} was put dense with different per-sample shapes {sorted(shapes)}; "
+                "put variable-length fields as a jagged nested tensor or a list of tensors"
+            )
+        return torch.stack(rows)
+    nt = value if value.is_nested else jagged.from_list(list(value.unbind(0)))
+    if nt.layout != torch.jagged:
+        nt = jagged.from_list(list(nt.unbind()))
+    if layout == "padded":
+        return jagged.to_padded(nt, pad_value)[0]
+    return nt

@@ -1,0 +1,16 @@
+"""Options of the ``hf`` rollout engine (``[engines.rollout.options]``); no torch import."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, PositiveInt
+
+
+class HFRolloutOptions(BaseModel):
+    """How the transformers-``generate`` rollout engine batches requests."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    generation_batch_size: PositiveInt = 1024
+    """Most sequences per ``generate`` call; bigger batches are split."""
+    num_threads: int | None = None
+    """torch intra-op threads while generating on CPU; ``None`` keeps torch's setting."""

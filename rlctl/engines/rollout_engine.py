@@ -1,0 +1,89 @@
+"""The contract of a rollout engine (``[engines.rollout] backend``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import torch
+
+    from rlctl.config.recipe import Recipe
+
+FinishReason = Literal["stop", "length"]
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to sample one response (the recipe's ``[rollout]`` semantics)."""
+
+    max_new_tokens: int
+    """Most tokens to generate."""
+    temperature: float = 1.0
+    """Softmax temperature; 0 = greedy."""
+    top_p: float = 1.0
+    """Nucleus threshold; 1 = off."""
+    top_k: int = 0
+    """Top-k; 0 = off."""
+
+    @classmethod
+    def from_recipe(cls, recipe: Recipe, *, validation: bool = False) -> SamplingParams:
+        r = recipe.rollout
+        return cls(
+            max_new_tokens=r.max_new_tokens,
+            temperature=r.val_temperature if validation else r.temperature,
+            top_p=r.top_p,
+            top_k=r.top_k,
+        )
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One sampled response."""
+
+    token_ids: list[int]
+    """Generated tokens, cut after the first eos (eos included)."""
+    log_probs: list[float]
+    """Log-prob of each generated token under the sampling distribution (same length)."""
+    finish_reason: FinishReason
+    """``stop`` when an eos ended it, ``length`` at ``max_new_tokens``."""
+    weight_version: int
+    """Policy version of the weights that generated it."""
+
+
+@dataclass(frozen=True)
+class RolloutEngineSpec:
+    """Everything a rollout engine needs to build itself."""
+
+    recipe: Recipe
+    """The whole recipe (model, rollout options)."""
+    device: str = "cpu"
+    """``cpu`` or ``cuda[:i]``."""
+    seed: int = 0
+    """Base seed of the sampler (identical outputs for identical seeds and requests)."""
+
+
+@runtime_checkable
+class RolloutEngine(Protocol):
+    """Generates responses; its weights follow the actor through weight sync."""
+
+    def load(self) -> None: ...
+
+    def generate_batch(
+        self,
+        prompts: Sequence[Sequence[int]],
+        *,
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float,
+        top_k: int,
+        seed: int | None,
+    ) -> list[Generation]: ...
+
+    async def generate(self, prompt_ids: Sequence[int], sampling: SamplingParams) -> Generation: ...
+
+    def update_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None: ...
+
+    @property
+    def weight_version(self) -> int: ...

@@ -1,0 +1,206 @@
+"""``KVBatchMeta``: the only thing the controller holds about a batch, and the key scheme.
+
+A batch is a list of keys in one data-plane partition plus one tag dict per key. No tensor
+ever lives here: workers fetch the fields they need from the data plane with these keys.
+This module imports neither torch nor ray, so the controller and the CLI stay light.
+
+Key scheme: ``{uid}_{session_id}_{index}``. ``uid`` names a prompt (it must not contain
+``_`` so that the key splits unambiguously), ``session_id`` is the sample number within the
+prompt's group (``[0, n)``), ``index`` numbers the outputs one session emits (``[0, m)``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+KEY_SEPARATOR = "_"
+
+
+class KeyFormatError(ValueError):
+    """A key or uid does not follow the ``{uid}_{session_id}_{index}`` scheme."""
+
+
+def new_uid() -> str:
+    """A fresh prompt uid: 32 hex characters, never containing ``_``."""
+    return uuid.uuid4().hex
+
+
+def make_key(uid: str, session_id: int, index: int = 0) -> str:
+    """Build ``"{uid}_{session_id}_{index}"``; ``uid`` must be non-empty and ``_``-free."""
+    if not isinstance(uid, str) or not uid or KEY_SEPARATOR in uid:
+        raise KeyFormatError(
+            f"uid {uid!r} is invalid: a uid must be a non-empty string without '_' "
+            "(use rlctl.protocol.kv.new_uid())"
+        )
+    if not _is_natural(session_id) or not _is_natural(index):
+        raise KeyFormatError(
+            f"session_id and index must be non-negative ints, got {session_id!r} and {index!r}"
+        )
+    return f"{uid}{KEY_SEPARATOR}{session_id}{KEY_SEPARATOR}{index}"
+
+
+def parse_key(key: str) -> tuple[str, int, int]:
+    """Split ``"{uid}_{session_id}_{index}"`` into ``(uid, session_id, index)``."""
+    parts = key.split(KEY_SEPARATOR) if isinstance(key, str) else []
+    if len(parts) != 3 or not parts[0] or not parts[1].isdigit() or not parts[2].isdigit():
+        raise KeyFormatError(
+            f"key {key!r} does not follow '{{uid}}_{{session_id}}_{{index}}' "
+            "(build keys with rlctl.protocol.kv.make_key)"
+        )
+    return parts[0], int(parts[1]), int(parts[2])
+
+
+def _is_natural(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+@dataclass(frozen=True)
+class KVBatchMeta:
+    """Keys of one partition with one tag dict per key; small and picklable."""
+
+    keys: tuple[str, ...]
+    partition_id: str
+    tags: tuple[dict[str, Any], ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        keys = tuple(self.keys)
+        tags = tuple(dict(t) for t in self.tags) if self.tags else tuple({} for _ in keys)
+        if len(tags) != len(keys):
+            raise ValueError(f"KVBatchMeta: {len(keys)} keys but {len(tags)} tag dicts")
+        if len(set(keys)) != len(keys):
+            dup = sorted({k for k in keys if keys.count(k) > 1})[:5]
+            raise ValueError(f"KVBatchMeta: duplicate keys {dup}")
+        if not isinstance(self.partition_id, str) or not self.partition_id:
+            raise ValueError(f"KVBatchMeta: partition_id must be a non-empty str, got {self.partition_id!r}")
+        # frozen dataclass: normalise through object.__setattr__ (lists -> tuples, tag copies)
+        object.__setattr__(self, "keys", keys)
+        object.__setattr__(self, "tags", tags)
+
+    # ------------------------------------------------------------------ basics
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __iter__(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        return iter(zip(self.keys, self.tags, strict=True))
+
+    @classmethod
+    def from_listing(cls, partition_id: str, listing: dict[str, dict[str, Any]]) -> KVBatchMeta:
+        """Build from a ``kv_list`` result (``{key: tags}``), in its order."""
+        return cls(tuple(listing), partition_id, tuple(listing.values()))
+
+    def tag_values(self, name: str) -> list[Any]:
+        """The value of tag ``name`` for every key; a key without it is an error."""
+        missing = [k for k, t in self if name not in t]
+        if missing:
+            raise KeyError(f"tag {name!r} is missing on {len(missing)} key(s), e.g. {missing[:3]}")
+        return [t[name] for t in self.tags]
+
+    @property
+    def uids(self) -> list[str]:
+        """The uid of every key (from the ``uid`` tag, else parsed from the key)."""
+        return [t.get("uid") or parse_key(k)[0] for k, t in self]
+
+    # ------------------------------------------------------------------ combine / split
+    @staticmethod
+    def concat(metas: Sequence[KVBatchMeta]) -> KVBatchMeta:
+        """Join batches of one partition, in order; keys must not repeat."""
+        if not metas:
+            raise ValueError("KVBatchMeta.concat needs at least one batch")
+        partitions = {m.partition_id for m in metas}
+        if len(partitions) != 1:
+            raise ValueError(f"KVBatchMeta.concat: batches come from several partitions {sorted(partitions)}")
+        return KVBatchMeta(
+            tuple(k for m in metas for k in m.keys),
+            metas[0].partition_id,
+            tuple(t for m in metas for t in m.tags),
+        )
+
+    def select(self, idx: Sequence[int] | Callable[[str, dict[str, Any]], bool]) -> KVBatchMeta:
+        """Keep positions ``idx`` (in that order) or the keys where ``idx(key, tags)`` is true."""
+        if callable(idx):
+            positions = [i for i, (k, t) in enumerate(self) if idx(k, t)]
+        else:
+            positions = [int(i) for i in idx]
+            bad = [i for i in positions if not -len(self) <= i < len(self)]
+            if bad:
+                raise IndexError(f"select: positions {bad[:5]} out of range for {len(self)} keys")
+        return KVBatchMeta(
+            tuple(self.keys[i] for i in positions),
+            self.partition_id,
+            tuple(self.tags[i] for i in positions),
+        )
+
+    def reorder(self, order: Sequence[int]) -> KVBatchMeta:
+        """Permute the keys; ``order`` must be a permutation of ``range(len(self))``."""
+        order = [int(i) for i in order]
+        if sorted(order) != list(range(len(self))):
+            raise ValueError(f"reorder: {order[:8]}... is not a permutation of range({len(self)})")
+        return self.select(order)
+
+    def chunk(self, n: int, *, balance_by: str | None = None) -> list[KVBatchMeta]:
+        """Split into ``n`` chunks whose sizes differ by at most one.
+
+        Without ``balance_by`` the chunks are contiguous runs (the first ``len % n`` are one
+        longer). With ``balance_by="seq_len"`` (any numeric tag) keys are spread so that the
+        tag sums are balanced (greedy longest-first under the equal-count constraint, which
+        keeps per-rank micro-batch counts equal). Each chunk keeps the original key order.
+        Chunks may be empty when ``n > len(self)``.
+        """
+        sizes = _chunk_sizes(len(self), n)
+        if balance_by is None:
+            out, start = [], 0
+            for size in sizes:
+                out.append(self.select(range(start, start + size)))
+                start += size
+            return out
+        weights = [float(w) for w in self.tag_values(balance_by)]
+        # Longest-first into the lightest chunk that still has room.
+        heap = [(0.0, c) for c in range(n)]
+        members: list[list[int]] = [[] for _ in range(n)]
+        for i in sorted(range(len(self)), key=lambda i: -weights[i]):
+            skipped = []
+            load, c = heapq.heappop(heap)
+            while len(members[c]) >= sizes[c]:
+                skipped.append((load, c))
+                load, c = heapq.heappop(heap)
+            members[c].append(i)
+            heapq.heappush(heap, (load + weights[i], c))
+            for item in skipped:
+                heapq.heappush(heap, item)
+        return [self.select(sorted(m)) for m in members]
+
+    def chunk_by_group(self, n: int, *, group_tag: str = "uid") -> list[KVBatchMeta]:
+        """Split into ``n`` chunks with every key of one group in the same chunk.
+
+        The group of a key is its ``group_tag`` tag, or, for the default ``uid``, the uid
+        parsed from the key when the tag is absent. Groups go largest-first to the chunk
+        with the fewest keys; each chunk keeps the original key order.
+        """
+        _chunk_sizes(len(self), n)  # validates n
+        groups: dict[Any, list[int]] = {}
+        for i, (k, t) in enumerate(self):
+            if group_tag in t:
+                g = t[group_tag]
+            elif group_tag == "uid":
+                g = parse_key(k)[0]
+            else:
+                raise KeyError(f"chunk_by_group: key {k!r} has no tag {group_tag!r}")
+            groups.setdefault(g, []).append(i)
+        heap = [(0, c) for c in range(n)]
+        members: list[list[int]] = [[] for _ in range(n)]
+        for positions in sorted(groups.values(), key=len, reverse=True):
+            count, c = heapq.heappop(heap)
+            members[c].extend(positions)
+            heapq.heappush(heap, (count + len(positions), c))
+        return [self.select(sorted(m)) for m in members]
+
+
+def _chunk_sizes(total: int, n: int) -> list[int]:
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"chunk count must be a positive int, got {n!r}")
+    base, extra = divmod(total, n)
+    return [base + (1 if c < extra else 0) for c in range(n)]

@@ -1,0 +1,71 @@
+"""The recipe's ``[[rewards]]`` as one callable: weighted sum plus each term on its own."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from rlctl.rewards.base import RewardInput
+
+if TYPE_CHECKING:
+    from rlctl.config.recipe import RewardSection
+    from rlctl.registry import Registry
+
+
+@dataclass(frozen=True)
+class _Term:
+    name: str
+    weight: float
+    fn: Callable[..., Any]
+    options: dict[str, Any]
+
+
+class RewardSet:
+    """Scores a sample with every configured reward.
+
+    ``__call__`` returns ``{"score": weighted sum, "<name>": raw score, "<name>/<k>": extra
+    component ...}``, so that each reward is logged on its own (``critic/rewards/<name>``).
+    """
+
+    def __init__(self, terms: list[_Term]) -> None:
+        if not terms:
+            raise ValueError("no rewards configured: add a [[rewards]] table to the recipe")
+        self.terms = terms
+
+    @classmethod
+    def from_sections(cls, sections: list[RewardSection], registry: Registry) -> RewardSet:
+        terms = []
+        for section in sections:
+            reg = registry.get("reward_function", section.name)
+            options = dict(section.options)
+            if reg.options is not None:
+                try:
+                    options = reg.options.model_validate(options).model_dump()
+                except Exception as exc:
+                    raise ValueError(
+                        f"[[rewards]] name = {section.name!r}: bad options {section.options}: {exc}"
+                    ) from exc
+            terms.append(_Term(section.name, section.weight, reg.load(), options))
+        return cls(terms)
+
+    def __call__(self, sample: RewardInput) -> dict[str, float]:
+        out: dict[str, float] = {}
+        total = 0.0
+        for term in self.terms:
+            result = term.fn(sample, **term.options)
+            if isinstance(result, dict):
+                if "score" not in result:
+                    raise ValueError(
+                        f"reward {term.name!r} returned a dict without 'score': {sorted(result)}"
+                    )
+                score = float(result["score"])
+                for key, value in result.items():
+                    if key != "score":
+                        out[f"{term.name}/{key}"] = float(value)
+            else:
+                score = float(result)
+            out[term.name] = score
+            total += term.weight * score
+        out["score"] = total
+        return out

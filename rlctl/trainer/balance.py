@@ -1,0 +1,54 @@
+"""Splitting a step's keys across ranks using tags only (metadata, never tensors).
+
+FSDP ranks run collectives in every forward, so each rank must get the same number of
+samples (the same number of micro-batches); within that constraint the sum of ``seq_len``
+tags is balanced so no rank waits on a long tail.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import defaultdict
+from collections.abc import Sequence
+
+
+def balanced_equal_partition(lengths: Sequence[int], parts: int) -> list[list[int]]:
+    """Indices split into ``parts`` lists of equal size (±1) with balanced length sums.
+
+    Greedy longest-first: each item goes to the lightest part that still has room. This is
+    within a few percent of optimal for the step sizes we see and costs O(n log n).
+    """
+    n = len(lengths)
+    if parts <= 0:
+        raise ValueError("parts must be positive")
+    base, extra = divmod(n, parts)
+    capacity = [base + (1 if p < extra else 0) for p in range(parts)]
+    heap = [(0, p) for p in range(parts)]  # (load, part)
+    out: list[list[int]] = [[] for _ in range(parts)]
+    order = sorted(range(n), key=lambda i: (-lengths[i], i))
+    for i in order:
+        skipped = []
+        while True:
+            load, p = heapq.heappop(heap)
+            if len(out[p]) < capacity[p]:
+                break
+            skipped.append((load, p))
+        out[p].append(i)
+        heapq.heappush(heap, (load + lengths[i], p))
+        for item in skipped:
+            heapq.heappush(heap, item)
+    return [sorted(part) for part in out]
+
+
+def group_partition(groups: Sequence[str], parts: int) -> list[list[int]]:
+    """Indices split so every group (uid) lands whole in one part, parts balanced by count."""
+    members: dict[str, list[int]] = defaultdict(list)
+    for i, g in enumerate(groups):
+        members[g].append(i)
+    heap = [(0, p) for p in range(parts)]
+    out: list[list[int]] = [[] for _ in range(parts)]
+    for g in sorted(members, key=lambda g: (-len(members[g]), g)):
+        load, p = heapq.heappop(heap)
+        out[p].extend(members[g])
+        heapq.heappush(heap, (load + len(members[g]), p))
+    return [sorted(part) for part in out]

@@ -1,0 +1,50 @@
+"""The training progress bar: step, reward, step time, ETA (rich)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class StepProgress:
+    """A rich progress bar on stderr; a no-op when disabled (``--quiet`` or not a terminal)."""
+
+    def __init__(self, total: int, *, enabled: bool) -> None:
+        self.total = total
+        self.enabled = enabled
+        self._progress: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> StepProgress:
+        if self.enabled:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self._progress = Progress(
+                TextColumn("[bold]step"),
+                MofNCompleteColumn(),
+                BarColumn(),
+                TextColumn("reward {task.fields[reward]}"),
+                TextColumn("{task.fields[step_s]} s/step"),
+                TimeRemainingColumn(),
+                console=Console(stderr=True),
+                transient=False,
+            )
+            self._progress.__enter__()
+            self._task = self._progress.add_task("train", total=self.total, reward="-", step_s="-")
+        return self
+
+    def advance(self, step: int, metrics: dict[str, float]) -> None:
+        if self._progress is None:
+            return
+        reward = metrics.get("critic/score/mean")
+        step_s = metrics.get("timing_s/step")
+        self._progress.update(
+            self._task,
+            completed=step,
+            reward=f"{reward:.3f}" if reward is not None else "-",
+            step_s=f"{step_s:.2f}" if step_s is not None else "-",
+        )
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._progress is not None:
+            self._progress.__exit__(*exc)

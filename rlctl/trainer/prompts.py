@@ -1,0 +1,87 @@
+"""Feeding prompts into the data plane: the first phase of a step.
+
+The controller tokenises a batch of prompts and puts them into the prompt partition
+(``prompts/<partition>``) under fresh uids; rollout workers read them back by key. The
+controller keeps only the resulting :class:`KVBatchMeta`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rlctl.config.recipe import Recipe
+from rlctl.protocol.kv import KVBatchMeta, new_uid
+
+
+def prompt_partition(partition: str) -> str:
+    return f"prompts-{partition}"
+
+
+def open_prompt_source(recipe: Recipe, *, split: str) -> Any:
+    """The recipe's prompt stream for ``split`` (``train`` or ``val``): a task or parquet."""
+    from rlctl.registry import get_registry
+
+    data = recipe.data
+    if data.task is not None:
+        reg = get_registry().get("task", data.task)
+        options = reg.options.model_validate(dict(data.task_options)) if reg.options else dict(data.task_options)
+        return reg.load()(options, seed=recipe.run.seed, split=split)
+    from rlctl.tasks.parquet_source import ParquetPromptSource
+
+    path = data.train if split == "train" else data.val
+    if path is None:
+        raise ValueError(f"[data] {split} is not set: give a parquet file or a [data] task")
+    return ParquetPromptSource(
+        path, prompt_key=data.prompt_key, answer_key=data.answer_key, seed=recipe.run.seed,
+        shuffle=data.shuffle and split == "train",
+    )
+
+
+class PromptFeeder:
+    """Draws prompts from the recipe's source and puts them into the data plane."""
+
+    def __init__(self, recipe: Recipe, tokenizer: Any, plane: Any, *, split: str = "train") -> None:
+        self.recipe = recipe
+        self.tokenizer = tokenizer
+        self.plane = plane
+        self.split = split
+        self.source = open_prompt_source(recipe, split=split)
+        self._iter = iter(self.source)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.source.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.source.load_state_dict(state)
+        self._iter = iter(self.source)
+
+    def next_batch(self, count: int, *, partition: str, global_step: int, n: int) -> KVBatchMeta:
+        import torch
+        from tensordict import TensorDict
+
+        from rlctl.tasks import tokenize_prompt
+
+        data = self.recipe.data
+        prompts = [next(self._iter) for _ in range(count)]
+        ids = [
+            tokenize_prompt(p, self.tokenizer, apply_chat_template=data.apply_chat_template,
+                            max_prompt_tokens=data.max_prompt_tokens)
+            for p in prompts
+        ]
+        uids = [new_uid() for _ in prompts]
+        fields = TensorDict(
+            {
+                # [B, (P_i)] jagged: prompts are stored without padding
+                "prompt_ids": torch.nested.as_nested_tensor(
+                    [torch.tensor(x, dtype=torch.long) for x in ids], layout=torch.jagged
+                ),
+            },
+            batch_size=[len(uids)],
+        )
+        fields["ground_truth"] = [json.dumps(p.ground_truth) for p in prompts]
+        fields["data_source"] = [p.data_source for p in prompts]
+        tags = [{"global_step": global_step, "n": n, "prompt_len": len(x)} for x in ids]
+        part = prompt_partition(partition)
+        self.plane.kv_batch_put(uids, part, fields, tags)
+        return KVBatchMeta(keys=tuple(uids), partition_id=part, tags=tuple(tags))

@@ -1,0 +1,217 @@
+"""Snapshots of ``--help`` of every built-in command (regenerate: --inline-snapshot=fix)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import invoke
+from inline_snapshot import snapshot
+
+from rlctl.cli.app import build_app
+from rlctl.hookspecs import hookimpl
+from rlctl.registry import get_registry
+
+
+@pytest.fixture(scope="module")
+def core_app():  # type: ignore[no-untyped-def]
+    """The CLI without plugin commands: its help does not change when plugins are added."""
+    return build_app(plugin_commands=False)
+
+
+def help_of(app, *command: str) -> str:  # type: ignore[no-untyped-def]
+    return invoke(app, [*command, "--help"], 0).stdout
+
+
+def test_root_help(core_app) -> None:  # type: ignore[no-untyped-def]
+    assert help_of(core_app) == snapshot("""\
+Usage: rlctl [OPTIONS] COMMAND [ARGS]...
+
+  rlctl: RL post-training of LLMs (PPO, GRPO and friends) from one typed TOML
+  recipe.
+
+  Start with `rlctl config validate RECIPE` and `rlctl train RECIPE`.
+
+Options:
+  --version  Print the version and exit.
+  --help     Show this message and exit.
+
+Commands:
+  train    Validate a recipe, then train.
+  config   Validate, show and describe recipes.
+  plugins  Inspect built-in and third-party plugins.
+""")
+
+
+def test_no_arguments_prints_help_and_exits_2(core_app) -> None:  # type: ignore[no-untyped-def]
+    result = invoke(core_app, [], 2)
+    assert "Usage: rlctl [OPTIONS] COMMAND [ARGS]..." in result.stdout + result.stderr
+
+
+def test_config_help(core_app) -> None:  # type: ignore[no-untyped-def]
+    assert help_of(core_app, "config") == snapshot("""\
+Usage: rlctl config [OPTIONS] COMMAND [ARGS]...
+
+  Validate, show and describe recipes.
+
+Options:
+  --help  Show this message and exit.
+
+Commands:
+  validate  Check recipes and report every problem.
+  show      Print the resolved recipe and its derived numbers.
+  schema    Print the recipe's JSON Schema, plugin options included.
+""")
+
+
+def test_config_validate_help(core_app) -> None:  # type: ignore[no-untyped-def]
+    assert help_of(core_app, "config", "validate") == snapshot("""\
+Usage: rlctl config validate [OPTIONS] {RECIPE}...
+
+  Check recipes and report every problem.
+
+  Exit 0 with a one-line summary, or exit 2 listing each problem: its key path,
+  what is wrong and how to fix it.
+
+Arguments:
+  RECIPE <list[Path]>  Recipe TOML files; later files override earlier ones
+                       (deep merge).  [required]
+
+Options:
+  -s, --set KEY=VALUE  Override one key, e.g. -s algorithm.kl.coef=0.01 (value
+                       parsed as TOML; a bare word is a string). Beats RLCTL_*
+                       env vars and recipe files.
+  --help               Show this message and exit.
+""")
+
+
+def test_config_show_help(core_app) -> None:  # type: ignore[no-untyped-def]
+    assert help_of(core_app, "config", "show") == snapshot("""\
+Usage: rlctl config show [OPTIONS] {RECIPE}...
+
+  Print the resolved recipe and its derived numbers.
+
+  Defaults are filled in; the TOML output is itself a valid recipe, with the
+  derived batch numbers as trailing comments.
+
+Arguments:
+  RECIPE <list[Path]>  Recipe TOML files; later files override earlier ones
+                       (deep merge).  [required]
+
+Options:
+  -s, --set KEY=VALUE       Override one key, e.g. -s algorithm.kl.coef=0.01
+                            (value parsed as TOML; a bare word is a string).
+                            Beats RLCTL_* env vars and recipe files.
+  -f, --format <toml|json>  Output format.  [default: toml]
+  --sources                 Say where each value came from (default, file, env,
+                            -s).
+  --help                    Show this message and exit.
+""")
+
+
+def test_config_schema_help(core_app) -> None:  # type: ignore[no-untyped-def]
+    assert help_of(core_app, "config", "schema") == snapshot("""\
+Usage: rlctl config schema [OPTIONS]
+
+  Print the recipe's JSON Schema, plugin options included.
+
+  Point a TOML language server (Taplo, tombi) at it for completion and checks.
+
+Options:
+  -o, --output <path>  Write the schema to this file instead of stdout.
+  --help               Show this message and exit.
+""")
+
+
+def test_plugins_help(core_app) -> None:  # type: ignore[no-untyped-def]
+    assert help_of(core_app, "plugins") == snapshot("""\
+Usage: rlctl plugins [OPTIONS] COMMAND [ARGS]...
+
+  Inspect built-in and third-party plugins.
+
+Options:
+  --help  Show this message and exit.
+
+Commands:
+  list  List plugins, what they registered, and failures.
+""")
+
+
+def test_plugins_list_help(core_app) -> None:  # type: ignore[no-untyped-def]
+    assert help_of(core_app, "plugins", "list") == snapshot("""\
+Usage: rlctl plugins list [OPTIONS]
+
+  List plugins, what they registered, and failures.
+
+  Each plugin shows its distribution, version and module; names whose
+  implementation has not landed are marked "not implemented yet".
+
+Options:
+  --json  Print JSON.
+  --help  Show this message and exit.
+""")
+
+
+def test_train_help(core_app) -> None:  # type: ignore[no-untyped-def]
+    assert help_of(core_app, "train") == snapshot("""\
+Usage: rlctl train [OPTIONS] {RECIPE}...
+
+  Validate a recipe, then train.
+
+  Exit 0 when training completes, 1 when the run fails, 2 when the recipe has
+  problems.
+
+Arguments:
+  RECIPE <list[Path]>  Recipe TOML files; later files override earlier ones
+                       (deep merge).  [required]
+
+Options:
+  -s, --set KEY=VALUE  Override one key, e.g. -s algorithm.kl.coef=0.01 (value
+                       parsed as TOML; a bare word is a string). Beats RLCTL_*
+                       env vars and recipe files.
+  --local              Run every role in this process (resources.mode =
+                       "local").
+  -q, --quiet          No progress bar.
+  --resume [PATH]      Resume from the run's latest checkpoint (bare --resume)
+                       or from PATH.
+  --help               Show this message and exit.
+""")
+
+
+def test_version(core_app) -> None:  # type: ignore[no-untyped-def]
+    from rlctl import __version__
+
+    assert invoke(core_app, ["--version"], 0).stdout == f"rlctl {__version__}\n"
+
+
+class _HelloCommand:
+    @hookimpl
+    def register_commands(self, cli):  # type: ignore[no-untyped-def]
+        @cli.command("hello")
+        def hello(name: str = "world") -> None:
+            """Say hello (a command added by a plugin)."""
+            print(f"hello {name}")
+
+
+class _BrokenCommand:
+    @hookimpl
+    def register_commands(self, cli):  # type: ignore[no-untyped-def]
+        raise RuntimeError("cannot add my command")
+
+
+def test_plugin_commands_are_added_and_a_broken_one_is_reported() -> None:
+    registry = get_registry()
+    registry.pm.register(_HelloCommand(), name="hello-plugin")
+    registry.pm.register(_BrokenCommand(), name="broken-command-plugin")
+    try:
+        app = build_app()
+        assert "hello" in help_of(app)
+        assert invoke(app, ["hello", "--name", "rlctl"], 0).stdout == "hello rlctl\n"
+        failures = [f for f in registry.failures if f.name == "broken-command-plugin"]
+        assert [f.error for f in failures] == [
+            "register_commands raised RuntimeError: cannot add my command"]
+        listed = invoke(app, ["plugins", "list"], 0).stdout
+        assert "broken-command-plugin (broken-command-plugin): register_commands raised" in listed
+    finally:
+        registry.pm.unregister(name="hello-plugin")
+        registry.pm.unregister(name="broken-command-plugin")
+        registry.failures[:] = [
+            f for f in registry.failures if f.name != "broken-command-plugin"]

@@ -1,0 +1,144 @@
+"""Code that runs inside spawned ranks for the FSDP engine tests (imported by the children).
+
+Each worker joins a gloo group on 127.0.0.1, runs one scenario and rank 0 saves its results
+with ``torch.save`` for the parent test to compare.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+
+import torch
+
+from rlctl.config.recipe import Recipe
+from rlctl.engines.batch import ModelBatch
+
+PAD = 0
+
+
+def recipe(**train) -> Recipe:
+    return Recipe.model_validate({
+        "run": {"seed": 3},
+        "model": {"path": "tiny", "dtype": "float32"},
+        # SGD: the update is lr * grad, so weights compare as tightly as gradients do. (Adam's
+        # first step is lr * sign(g), which flips on float-noise-sized gradients.)
+        "algorithm": {"optim": {"name": "sgd", "lr": 1e-1, "grad_clip": 1.0}},
+        "critic": {"enabled": True, "lr": 1e-1},
+        "engines": {"train": {"micro_batch_size": 4, "log_prob_micro_batch_size": 5, **train}},
+    })
+
+
+def fixed_batch(n: int = 16) -> tuple[ModelBatch, torch.Tensor]:
+    """n samples with varied prompt/response lengths, plus one advantage per sample."""
+    g = torch.Generator().manual_seed(7)
+    prompts = [torch.randint(4, 14, (int(torch.randint(2, 8, (1,), generator=g)),), generator=g)
+               for _ in range(n)]
+    responses = [torch.randint(4, 30, (int(torch.randint(1, 5, (1,), generator=g)),), generator=g)
+                 for _ in range(n)]
+    adv = torch.randn(n, generator=g)
+    return ModelBatch.from_samples(prompts, responses, PAD), adv
+
+
+def rows_of(rank: int, world: int, n: int) -> slice:
+    """Uneven split on purpose (11 + 5 of 16): ranks run different micro-batch counts."""
+    if world == 1:
+        return slice(0, n)
+    cut = 11
+    return slice(0, cut) if rank == 0 else slice(cut, n)
+
+
+def policy_loss(out, f):
+    # Token-sum / GLOBAL token count: REINFORCE-style surrogate plus a small entropy term.
+    mask = f["response_mask"]
+    per_token = -(out["log_probs"] * f["advantages"][:, None]) - 0.01 * out["entropy"]
+    return (per_token * mask).sum() / f["normaliser"][0], {"tokens": mask.sum()}
+
+
+def value_loss(out, f):
+    mask = f["response_mask"]
+    err = (out["values"] - f["returns"][:, None]) ** 2
+    return (err * mask).sum() / f["normaliser"][0], {}
+
+
+def _run(rank: int, world: int, port: int, out_path: str, scenario: str) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                      WORLD_SIZE=str(world), GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
+    torch.set_num_threads(1)
+    from rlctl.engines.fsdp_engine import FSDPEngine, global_normaliser
+    from rlctl.engines.model_engine import ModelEngineSpec
+
+    results: dict = {}
+    full, adv = fixed_batch()
+    rows = rows_of(rank, world, full.batch_size)
+    batch = full.slice(rows)
+    rec = recipe()
+    if scenario in ("train", "all"):
+        actor = FSDPEngine(ModelEngineSpec("actor", rec, rank=rank, world_size=world))
+        actor.init()  # joins the process group: the global normaliser needs it
+        fields = {"advantages": adv[rows], "response_mask": batch.response_mask}
+        fields["normaliser"] = torch.full((batch.batch_size,),
+                                          global_normaliser(batch.response_mask.sum()))
+        lp, ent = actor.compute_log_prob(batch, temperature=0.7, with_entropy=True)
+        results["log_probs"], results["entropy"] = lp, ent
+        results["metrics"] = actor.train_minibatch(batch, fields, policy_loss, temperature=0.7)
+        results["weights"] = actor.export_weights()
+        critic = FSDPEngine(ModelEngineSpec("critic", rec, rank=rank, world_size=world))
+        critic.init()
+        cfields = dict(fields, returns=adv[rows])
+        results["values0"] = critic.compute_values(batch)
+        results["critic_metrics"] = critic.train_minibatch(batch, cfields, value_loss)
+        results["values1"] = critic.compute_values(batch)
+        results["critic_weights"] = critic.export_weights()
+    if scenario == "all":  # world 1 only: ref, checkpoint round trip, rollout consistency
+        ref = FSDPEngine(ModelEngineSpec("ref", rec))
+        ref.init()
+        results["ref_log_probs"], _ = ref.compute_log_prob(batch, temperature=0.7)
+        ckpt = os.path.join(os.path.dirname(out_path), "ckpt")
+        actor.save(ckpt)
+        saved = actor.export_weights()
+        actor.train_minibatch(batch, fields, policy_loss, temperature=0.7)
+        moved = actor.export_weights()
+        actor.load(ckpt)
+        restored = actor.export_weights()
+        results["ckpt_moved"] = max((moved[k] - saved[k]).abs().max().item() for k in saved)
+        results["ckpt_restored"] = max((restored[k] - saved[k]).abs().max().item() for k in saved)
+        lr_before = actor.train_minibatch(batch, fields, policy_loss, temperature=0.7)["lr"]
+        results["ckpt_lr"] = lr_before
+        results["rollout"] = _rollout_vs_engine(rec, actor)
+    if rank == 0:
+        torch.save(results, out_path)
+
+
+def _rollout_vs_engine(rec: Recipe, actor) -> dict:
+    """Sample with the HF engine at T=0.7 and recompute the log-probs with the FSDP actor."""
+    from rlctl.engines.hf_rollout import HFRolloutEngine
+    from rlctl.engines.rollout_engine import RolloutEngineSpec
+    from rlctl.engines.weight_sync import InProcessWeightSync
+
+    rollout = HFRolloutEngine(RolloutEngineSpec(rec, seed=1))
+    rollout.load()
+    InProcessWeightSync()(actor, rollout, 5)
+    prompts = [[1, 5, 6, 7, 14], [1, 9, 14], [1, 4, 4, 4, 4, 4, 14]] * 4
+    gens = rollout.generate_batch(prompts, max_new_tokens=6, temperature=0.7, top_p=1.0,
+                                  top_k=0, seed=11)
+    batch = ModelBatch.from_samples(prompts, [g.token_ids for g in gens], PAD)
+    lp, _ = actor.compute_log_prob(batch, temperature=0.7)
+    rollout_lp = torch.zeros_like(lp)
+    for i, g in enumerate(gens):
+        rollout_lp[i, : len(g.log_probs)] = torch.tensor(g.log_probs)
+    return {"engine": lp, "rollout": rollout_lp, "mask": batch.response_mask,
+            "versions": {g.weight_version for g in gens}}
+
+
+def worker(rank: int, world: int, port: int, out_path: str, scenario: str) -> None:
+    try:
+        _run(rank, world, port, out_path, scenario)
+    except BaseException:
+        traceback.print_exc()
+        raise
+    finally:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()

@@ -1,0 +1,62 @@
+"""The engine, weight-sync, task and reward registrations."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from pydantic import ValidationError
+
+from rlctl.registry import NotImplementedYet, build_registry
+
+
+@pytest.fixture(scope="module")
+def registry():
+    return build_registry(external="none")
+
+
+def test_registration_does_not_import_heavy_modules():
+    code = (
+        "import sys; from rlctl.registry import build_registry; build_registry(external='none');"
+        "print(sorted(m for m in ('torch', 'transformers', 'ray') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_fsdp_and_hf_load(registry):
+    from rlctl.engines.fsdp_engine import FSDPEngine
+    from rlctl.engines.hf_rollout import HFRolloutEngine
+    from rlctl.engines.weight_sync import InProcessWeightSync
+
+    assert registry.load("model_engine", "fsdp") is FSDPEngine
+    assert registry.load("rollout_engine", "hf") is HFRolloutEngine
+    assert registry.get("rollout_engine", "hf").metadata["weight_sync"] == "in_process"
+    assert registry.load("weight_sync", "in_process") is InProcessWeightSync
+    assert registry.get("weight_sync", "in_process").metadata["engines"] == ("hf",)
+
+
+@pytest.mark.parametrize(
+    ("kind", "name"),
+    [("model_engine", "megatron"), ("rollout_engine", "vllm"), ("rollout_engine", "sglang"),
+     ("weight_sync", "vllm"), ("weight_sync", "sglang")],
+)
+def test_not_yet_implemented_names_have_options_and_fail_clearly(registry, kind, name):
+    reg = registry.get(kind, name)
+    assert reg.options is not None and reg.options.model_fields
+    with pytest.raises(NotImplementedYet, match="not implemented yet"):
+        reg.load()
+
+
+@pytest.mark.parametrize(
+    "kind",
+    ["model_engine", "rollout_engine", "weight_sync", "task", "reward_function"],
+)
+def test_option_models_are_strict_and_documented(registry, kind):
+    for reg in registry.all(kind):
+        if reg.plugin.builtin and reg.options is not None:
+            with pytest.raises(ValidationError):
+                reg.options.model_validate({"no_such_option": 1})
+            for field_name, info in reg.options.model_fields.items():
+                assert info.description, f"{kind} {reg.name}: option {field_name} has no docstring"
