@@ -9,6 +9,5 @@ and ``GITHUB_ACTIONS``.)
 import os
 
 os.environ["TERMINAL_WIDTH"] = "100"
-os.environ["COLUMNS"] = "100"  # plain (non-rich) help wraps at min(COLUMNS, 80)
 os.environ["_TYPER_FORCE_DISABLE_TERMINAL"] = "1"
 os.environ["NO_COLOR"] = "1"

@@ -39,7 +39,7 @@ class IncompatibleConfigError(ValueError):
         super().__init__(
             f"the config differs from the checkpoint's in {len(self.differences)} "
             f"key(s) that change the training math:\n{details}\n"
-            "resume with the checkpoint's values, or force the resume to continue with "
+            "resume with the checkpoint's values, or pass --force-resume to continue with "
             "the new ones"
         )
 

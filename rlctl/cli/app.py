@@ -67,7 +67,7 @@ def add_plugin_commands(app: typer.Typer) -> None:
     for impl in registry.pm.hook.register_commands.get_hookimpls():
         try:
             impl.function(app)
-        except Exception as exc:  # a broken plugin must not break the CLI
+        except Exception as exc:  # noqa: BLE001 -- a broken plugin must not break the CLI
             registry.failures.append(
                 PluginFailure(impl.plugin_name, impl.plugin_name,
                               f"register_commands raised {type(exc).__name__}: {exc}")

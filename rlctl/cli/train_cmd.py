@@ -47,6 +47,10 @@ def train(
             show_default=False,
         ),
     ] = None,
+    force_resume: Annotated[
+        bool,
+        typer.Option("--force-resume", help="Resume even if the algorithm or model config changed."),
+    ] = False,
 ) -> None:
     """Validate a recipe, then train.
 
@@ -74,7 +78,9 @@ def train(
              fix='install the training extras: pip install -e ".[train]"')
     resume_arg: str | bool | None = True if resume == RESUME_LATEST else resume
     try:
-        code = train_from_recipe(loaded, local=local, quiet=quiet, resume=resume_arg)
+        code = train_from_recipe(
+            loaded, local=local, quiet=quiet, resume=resume_arg, force_resume=force_resume
+        )
     except NotImplementedYet as exc:
         fail(f"not implemented yet: {exc}")
     raise typer.Exit(int(code) if code is not None else EXIT_RUN_FAILURE)

@@ -17,12 +17,14 @@ cause knock-on complaints).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from rlctl.config.derived import derive
-from rlctl.config.loaded import LoadedRecipe, leaf_sources
+from rlctl.config.loaded import LoadedRecipe, Loc, leaf_sources, path_to_loc
 from rlctl.config.loading import resolve
+from rlctl.config.merge import DEFAULT_SOURCE
 from rlctl.config.plugin_options import check_selections, kind_words
 from rlctl.config.problems import ConfigError, ConfigProblem, dedupe
 from rlctl.config.recipe import Recipe
@@ -62,23 +64,19 @@ def load_recipe(
     )
 
 
-def _with_source(problem: ConfigProblem, source_of) -> ConfigProblem:  # type: ignore[no-untyped-def]
+def _with_source(problem: ConfigProblem, source_of: Callable[[Loc], str]) -> ConfigProblem:
+    """Name where the offending value came from when the stage that found it did not."""
     if problem.source or not problem.path:
         return problem
-    from dataclasses import replace
-
-    from rlctl.config.loaded import path_to_loc
-
     label = source_of(path_to_loc(problem.path))
-    return problem if label == "default" else replace(problem, source=label)
+    return problem if label == DEFAULT_SOURCE else replace(problem, source=label)
 
 
 def _related(a: str, b: str) -> bool:
+    """One key path is the other or lies inside it (``a.b`` and ``a.b.c``, ``r`` and ``r[0]``)."""
     if not a or not b:
         return False
-    return a == b or a.startswith(b + ".") or a.startswith(b + "[") or b.startswith(
-        a + "."
-    ) or b.startswith(a + "[")
+    return a == b or a.startswith((b + ".", b + "[")) or b.startswith((a + ".", a + "["))
 
 
 def _not_overlapping(
@@ -233,7 +231,7 @@ def hook_problems(recipe: Recipe, registry: Registry) -> list[ConfigProblem]:
         args = {"recipe": recipe}
         try:
             result = impl.function(*[args[a] for a in impl.argnames])
-        except Exception as exc:  # a buggy plugin must not hide the other problems
+        except Exception as exc:  # noqa: BLE001 -- a buggy plugin must not hide the other problems
             out.append(ConfigProblem(
                 "", f"validate_config of plugin {impl.plugin_name} raised "
                 f"{type(exc).__name__}: {exc}", "report this to the plugin's authors",

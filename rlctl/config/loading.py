@@ -23,7 +23,7 @@ from rlctl.config.merge import Merged, merge_layers
 from rlctl.config.problems import ConfigProblem
 from rlctl.config.recipe import Recipe
 from rlctl.config.sources import Layer, env_layers, file_layers, parse_override
-from rlctl.config.validation import problems_from_validation, prune
+from rlctl.config.validation import problems_from_validation, prune, to_aliases
 
 # Pruning converges in a few rounds (each removes at least one offending key); the cap only
 # guards against a pathological recipe.
@@ -62,7 +62,27 @@ def gather_layers(
         problems += probs
         if layer is not None:
             layers.append(layer)
+    for layer in layers:
+        layer.data = to_aliases(layer.data, Recipe)
+        layer.raw_strings = {_alias_key(k): v for k, v in layer.raw_strings.items()}
     return layers, problems
+
+
+def _alias_key(key: tuple[str, ...]) -> tuple[str, ...]:
+    """A raw-string key path spelt with aliases, like the layer data it belongs to."""
+    node: dict[str, Any] = to_aliases(_nest(key), Recipe)
+    out: list[str] = []
+    while isinstance(node, dict) and node:
+        ((k, node),) = node.items()
+        out.append(k)
+    return tuple(out)
+
+
+def _nest(key: tuple[str, ...]) -> dict[str, Any]:
+    node: Any = None
+    for part in reversed(key):
+        node = {part: node}
+    return node
 
 
 def resolve(

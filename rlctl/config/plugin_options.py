@@ -61,9 +61,9 @@ def selections(recipe: Recipe) -> Iterator[Selection]:
     yield Selection("data_plane", recipe.data_plane.backend, ("data_plane", "backend"),
                     ("data_plane", "options"), recipe.data_plane.options)
     for i, sink in enumerate(recipe.logging.sinks):
-        opts = recipe.logging.sink_options.get(sink)
         yield Selection("metric_sink", sink, ("logging", "sinks", i),
-                        ("logging", "sink_options", sink) if opts is not None else None, opts)
+                        ("logging", "sink_options", sink),
+                        recipe.logging.sink_options.get(sink, {}))
 
 
 def kind_words(kind: str) -> str:

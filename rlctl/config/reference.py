@@ -102,7 +102,9 @@ def _default_text(prop: dict[str, Any]) -> str:
     return f"`{text}`"
 
 
-def _table(schema: dict[str, Any], model: dict[str, Any]) -> tuple[list[str], list[tuple[str, dict[str, Any]]]]:
+def _table(
+    schema: dict[str, Any], model: dict[str, Any]
+) -> tuple[list[str], list[tuple[str, dict[str, Any]]]]:
     """Rows of a table's scalar keys, and its sub-tables (name, schema) to render after."""
     rows = ["| key | type | default | description |", "| --- | --- | --- | --- |"]
     subs: list[tuple[str, dict[str, Any]]] = []
@@ -151,8 +153,8 @@ def render_reference(registry: Registry) -> str:
         name = f"[{key}]" if prop.get("type") == "array" else key
         _section(schema, name, target, out)
     out += ["", "## Plugin options", "",
-            "The `options` table of each selected name is validated by the option model its "
-            "plugin registered. Built-in names:"]
+            ("The `options` table of each selected name is validated by the option model its "
+             "plugin registered. Built-in names:")]
     for kind, (table, section, field) in _OPTION_TABLES.items():
         for reg in registry.all(kind):
             if reg.options is None or not reg.options.model_fields:

@@ -64,7 +64,7 @@ def _option_models(registry: Registry) -> list[type[BaseModel]]:
                 continue
             try:
                 model.model_json_schema(by_alias=True)
-            except Exception:  # a plugin's exotic field type must not break the schema
+            except Exception:  # noqa: BLE001, S112 -- an exotic field type must not break the schema
                 continue
             out.append(model)
     return out
@@ -81,7 +81,8 @@ def build_schema(registry: Registry) -> dict[str, Any]:
     defs: dict[str, Any] = top["$defs"]
     ref_of = {m: key_map[(m, "validation")]["$ref"] for m in models}
     # section class names are unique within the recipe, so they name their own $defs entry
-    section_def = {cls: defs[cls.__name__] for cls in {s.section for s in _SLOTS} | {LoggingSection}}
+    sections = {s.section for s in _SLOTS} | {LoggingSection}
+    section_def = {cls: defs[cls.__name__] for cls in sections}
     for slot in _SLOTS:
         _tie_options(section_def[slot.section], slot, registry, ref_of)
     _tie_sinks(section_def[LoggingSection], registry, ref_of)
@@ -89,8 +90,8 @@ def build_schema(registry: Registry) -> dict[str, Any]:
     return {
         "$schema": SCHEMA_DIALECT,
         "$id": "https://rlctl.dev/schema/recipe.json",
-        "title": "rlctl recipe",
         **recipe,
+        "title": "rlctl recipe",
         "$defs": defs,
     }
 

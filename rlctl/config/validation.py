@@ -208,10 +208,9 @@ def prune(data: dict[str, Any], loc: Sequence[str | int]) -> None:
     node: Any = data
     trail: list[tuple[Any, Any]] = []
     for part in loc:
-        if isinstance(node, dict) and part in node:
-            trail.append((node, part))
-            node = node[part]
-        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+        in_dict = isinstance(node, dict) and part in node
+        in_list = isinstance(node, list) and isinstance(part, int) and part < len(node)
+        if in_dict or in_list:
             trail.append((node, part))
             node = node[part]
         else:
@@ -219,3 +218,30 @@ def prune(data: dict[str, Any], loc: Sequence[str | int]) -> None:
     if trail:
         container, part = trail[-1]
         del container[part]
+
+
+def to_aliases(data: dict[str, Any], model: type[BaseModel]) -> dict[str, Any]:
+    """Spell every known key the way TOML does (``apply_in`` -> ``in``), recursively.
+
+    Applied to each source before merging, so ``in`` in one file and ``apply_in`` in
+    another are the same key: the later one wins, and provenance follows it.
+    """
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        found = _field_by_key(model, key)
+        if found is None:
+            out[key] = value
+            continue
+        name, info = found
+        tp = _unwrap(info.annotation)
+        item = _unwrap(get_args(tp)[0]) if get_origin(tp) is list and get_args(tp) else None
+        if isinstance(value, dict) and isinstance(tp, type) and issubclass(tp, BaseModel):
+            value = to_aliases(value, tp)
+        elif isinstance(item, type) and issubclass(item, BaseModel):
+            if isinstance(value, list):
+                value = [to_aliases(v, item) if isinstance(v, dict) else v for v in value]
+            elif isinstance(value, dict):  # {"0": {...}}: list elements addressed by index
+                value = {k: to_aliases(v, item) if isinstance(v, dict) else v
+                         for k, v in value.items()}
+        out[info.alias or name] = value
+    return out

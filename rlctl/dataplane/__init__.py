@@ -15,6 +15,7 @@ from rlctl.dataplane.contract import (
     MissingFieldError,
     UnknownKeyError,
 )
+from rlctl.dataplane.replay_buffer import ReplayBuffer, RolloutFailure, SampleTimeout
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -25,12 +26,17 @@ __all__ = [
     "DataPlaneError",
     "FieldLayoutError",
     "MissingFieldError",
+    "ReplayBuffer",
+    "RolloutFailure",
+    "SampleTimeout",
     "UnknownKeyError",
     "open_data_plane",
 ]
 
 
-def open_data_plane(backend: str, options: Mapping[str, Any] | None = None, *, run_id: str) -> DataPlane:
+def open_data_plane(
+    backend: str, options: Mapping[str, Any] | None = None, *, run_id: str
+) -> DataPlane:
     """Open the registered data plane ``backend`` with validated ``options``.
 
     ``ray`` expects Ray to be initialised by the caller; ``transferqueue`` also starts

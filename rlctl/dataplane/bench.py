@@ -4,9 +4,11 @@ For each backend a Ray actor (the "rollout worker") puts one step's batch and th
 "trainer worker") gets it back, so every byte crosses a process boundary. The baseline is
 what rlctl replaces: the same batch as a TensorDict pickled through a controller actor's
 method call (put = send it to the controller, get = the controller returns it).
-Throughput is bytes of the batch / seconds, best of ``repeats`` (the machine is shared; the
-best run is the least disturbed one). Readiness is the time from a writer actor's last
-terminal put returning to ``ReplayBuffer.sample`` returning in the driver (median).
+Throughput is bytes of the batch / seconds, best of ``repeats`` after ``warmup`` untimed
+rounds (the machine is shared; the best run is the least disturbed one; warm-up pages in
+fresh shared memory, which otherwise penalises whichever backend runs first). Readiness is
+the time from a writer actor's last terminal put returning to ``ReplayBuffer.sample``
+returning in the driver (median).
 """
 
 from __future__ import annotations
@@ -19,6 +21,12 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
+
+# Ray reads these when it is imported: loopback only (TQ's ZMQ sockets follow Ray's node
+# address), no auth-token file, quiet TransferQueue. A caller's own values win.
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+os.environ.setdefault("TQ_LOGGING_LEVEL", "ERROR")
 
 import ray
 import torch
@@ -39,7 +47,8 @@ class BenchConfig:
     seq_len: int = 4096
     fields: int = 6
     jagged: bool = False
-    repeats: int = 3
+    repeats: int = 5
+    warmup: int = 2  # untimed repetitions first: page in fresh shared memory, start threads
     readiness_trials: int = 7
     seed: int = 0
     zero_copy_row: bool = True  # also measure ray with zero_copy_reads (views, no read copy)
@@ -50,7 +59,9 @@ def make_batch(cfg: BenchConfig) -> dict[str, Any]:
     """A step's fields: int64 token-like and float32 log-prob-like columns, [B, T] or jagged."""
     g = torch.Generator().manual_seed(cfg.seed)
     if cfg.jagged:
-        lengths = torch.randint(max(1, cfg.seq_len // 4), cfg.seq_len + 1, (cfg.samples,), generator=g).tolist()
+        lengths = torch.randint(
+            max(1, cfg.seq_len // 4), cfg.seq_len + 1, (cfg.samples,), generator=g
+        ).tolist()
     out: dict[str, Any] = {}
     for i in range(cfg.fields):
         dtype = torch.int64 if i % 2 == 0 else torch.float32
@@ -102,9 +113,6 @@ class _Peer:
 def _ensure_ray() -> bool:
     if ray.is_initialized():
         return False
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    os.environ.setdefault("TQ_LOGGING_LEVEL", "ERROR")
     ray.init(
         num_cpus=4,
         include_dashboard=False,
@@ -118,12 +126,10 @@ def _ensure_ray() -> bool:
 def _verify(td: TensorDict, batch: dict[str, Any]) -> None:
     for name, value in batch.items():
         got = td.get(name)
-        rows = got.unbind() if got.is_nested else got
-        want = value if isinstance(value, list) else value
-        if isinstance(want, list):
-            ok = all(torch.equal(a, b) for a, b in zip(rows, want, strict=True))
+        if isinstance(value, list):  # jagged: compare row by row
+            ok = all(torch.equal(a, b) for a, b in zip(got.unbind(), value, strict=True))
         else:
-            ok = torch.equal(got, want)
+            ok = torch.equal(got, value)
         if not ok:
             raise AssertionError(f"benchmark read back a corrupted field {name!r}")
 
@@ -141,44 +147,62 @@ def bench_backend(backend: str, cfg: BenchConfig, peer, batch, nbytes: int) -> d
     keys = [f"b{i}_0_0" for i in range(cfg.samples)]
     puts, gets = [], []
     try:
-        for rep in range(cfg.repeats):
+        for rep in range(cfg.warmup + cfg.repeats):
             partition = f"bench{rep}"
-            puts.append(ray.get(peer.put.remote(plane, keys, partition)))
+            put_s = ray.get(peer.put.remote(plane, keys, partition))
             t0 = time.perf_counter()
             td = plane.kv_batch_get(keys, partition, list(batch))
-            gets.append(time.perf_counter() - t0)
+            get_s = time.perf_counter() - t0
             if rep == 0:
                 _verify(td, batch)
+            if rep >= cfg.warmup:
+                puts.append(put_s)
+                gets.append(get_s)
             del td
             plane.kv_clear(keys, partition)
     finally:
         plane.close()
-    return {"backend": label, "put_gib_s": nbytes / GIB / min(puts), "get_gib_s": nbytes / GIB / min(gets)}
+    return {
+        "backend": label,
+        "put_gib_s": nbytes / GIB / min(puts),
+        "get_gib_s": nbytes / GIB / min(gets),
+    }
 
 
 def bench_baseline(cfg: BenchConfig, peer, batch, nbytes: int) -> dict[str, float]:
     if cfg.jagged:
         from rlctl.dataplane import jagged
 
-        td = TensorDict({k: jagged.from_list(v) for k, v in batch.items()}, batch_size=[cfg.samples])
+        td = TensorDict(
+            {k: jagged.from_list(v) for k, v in batch.items()}, batch_size=[cfg.samples]
+        )
     else:
         td = TensorDict(batch, batch_size=[cfg.samples])
     puts, gets = [], []
-    for _ in range(cfg.repeats):
+    for rep in range(cfg.warmup + cfg.repeats):
         t0 = time.perf_counter()
         ray.get(peer.store.remote(td))
-        puts.append(time.perf_counter() - t0)
+        put_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         back = ray.get(peer.fetch.remote())
-        gets.append(time.perf_counter() - t0)
+        get_s = time.perf_counter() - t0
         del back
+        if rep >= cfg.warmup:
+            puts.append(put_s)
+            gets.append(get_s)
     ray.get(peer.store.remote(None))
-    return {"backend": "baseline", "put_gib_s": nbytes / GIB / min(puts), "get_gib_s": nbytes / GIB / min(gets)}
+    return {
+        "backend": "baseline",
+        "put_gib_s": nbytes / GIB / min(puts),
+        "get_gib_s": nbytes / GIB / min(gets),
+    }
 
 
 def bench_readiness(backend: str, cfg: BenchConfig, peer) -> float:
     """Median ms from the last terminal put (in the peer actor) to ``sample`` returning."""
-    plane = open_data_plane(backend, cfg.options.get(backend, {}), run_id=f"ready{uuid.uuid4().hex[:8]}")
+    plane = open_data_plane(
+        backend, cfg.options.get(backend, {}), run_id=f"ready{uuid.uuid4().hex[:8]}"
+    )
     buffer = ReplayBuffer(plane)
     latencies = []
     try:
@@ -186,9 +210,12 @@ def bench_readiness(backend: str, cfg: BenchConfig, peer) -> float:
             uid = uuid.uuid4().hex
             buffer.add("train", [(uid, 1, step)])
             result: dict[str, float] = {}
-            waiter = threading.Thread(
-                target=lambda s=step: (buffer.sample("train", s, timeout=60), result.update(t=time.time()))
-            )
+
+            def wait(step: int = step, result: dict[str, float] = result) -> None:
+                buffer.sample("train", step, timeout=60)
+                result["t"] = time.time()
+
+            waiter = threading.Thread(target=wait)
             waiter.start()
             time.sleep(0.05)  # let sample() park in kv_watch first
             put_done = ray.get(peer.put_terminal.remote(plane, f"{uid}_0_0", "train"))
@@ -215,8 +242,10 @@ def run_bench(cfg: BenchConfig) -> dict[str, Any]:
             names.insert(names.index("ray") + 1, ZERO_COPY_ROW)
         rows = [bench_backend(b, cfg, peer, batch, nbytes) for b in names]
         rows.append(bench_baseline(cfg, peer, batch, nbytes))
-        ready_backend = "ray" if "ray" in cfg.backends else next(
-            (b for b in cfg.backends if b != "memory"), "ray"
+        ready_backend = (
+            "ray"
+            if "ray" in cfg.backends
+            else next((b for b in cfg.backends if b != "memory"), "ray")
         )
         readiness = bench_readiness(ready_backend, cfg, peer)
         ray.kill(peer)
@@ -229,12 +258,17 @@ def run_bench(cfg: BenchConfig) -> dict[str, Any]:
 def format_table(result: dict[str, Any], cfg: BenchConfig) -> str:
     """A human-readable table with ratios to transferqueue and to the baseline."""
     rows = {r["backend"]: r for r in result["rows"]}
-    nbytes = batch_bytes(make_batch(BenchConfig(samples=1, seq_len=cfg.seq_len, fields=cfg.fields,
-                                               jagged=cfg.jagged))) * cfg.samples
+    nbytes = batch_bytes(make_batch(cfg))  # the same seeded batch the run measured
+    kind = "jagged" if cfg.jagged else "dense"
     lines = [
-        f"data plane benchmark: {cfg.samples} samples x {cfg.seq_len} tokens x {cfg.fields} fields "
-        f"({'jagged' if cfg.jagged else 'dense'}, ~{nbytes / 2**20:.0f} MiB), best of {cfg.repeats}",
-        f"{'backend':<15}{'put GiB/s':>11}{'get GiB/s':>11}{'vs tq (put/get)':>18}{'vs baseline':>16}",
+        (
+            f"data plane benchmark: {cfg.samples} samples x {cfg.seq_len} tokens x "
+            f"{cfg.fields} fields ({kind}, ~{nbytes / 2**20:.0f} MiB), best of {cfg.repeats}"
+        ),
+        (
+            f"{'backend':<21}{'put GiB/s':>11}{'get GiB/s':>11}"
+            f"{'vs tq (put/get)':>18}{'vs baseline':>16}"
+        ),
     ]
 
     def ratio(r, ref):
@@ -244,8 +278,10 @@ def format_table(result: dict[str, Any], cfg: BenchConfig) -> str:
 
     for name, r in rows.items():
         lines.append(
-            f"{name:<15}{r['put_gib_s']:>11.2f}{r['get_gib_s']:>11.2f}"
+            f"{name:<21}{r['put_gib_s']:>11.2f}{r['get_gib_s']:>11.2f}"
             f"{ratio(r, rows.get('transferqueue')):>18}{ratio(r, rows.get('baseline')):>16}"
         )
-    lines.append(f"readiness (last put -> ReplayBuffer.sample returns): {result['readiness_ms']:.1f} ms")
+    lines.append(
+        f"readiness (last put -> ReplayBuffer.sample returns): {result['readiness_ms']:.1f} ms"
+    )
     return "\n".join(lines)

@@ -14,7 +14,6 @@ rows from any number of blocks with one copy per field and returns fresh, writab
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -25,9 +24,7 @@ from tensordict import NonTensorData, NonTensorStack, TensorDict
 
 from rlctl.dataplane import jagged
 from rlctl.dataplane.contract import FieldLayoutError, Layout
-
-# Object-store reads are read-only numpy views; we only ever copy out of them.
-warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+from rlctl.dataplane.npbridge import fresh_copy, np_view, to_torch
 
 Kind = Literal["dense", "jagged", "object"]
 Block = dict[str, "Column"]
@@ -52,9 +49,7 @@ class Column:
 # --------------------------------------------------------------------------- encode
 
 
-def encode(
-    fields: Mapping[str, Any] | TensorDict, batch: int, *, copy: bool = True
-) -> Block:
+def encode(fields: Mapping[str, Any] | TensorDict, batch: int, *, copy: bool = True) -> Block:
     """Columns of a batched put; ``copy`` detaches stored data from the caller's tensors."""
     items = _items(fields)
     block: Block = {}
@@ -79,7 +74,11 @@ def encode_single(fields: Mapping[str, Any] | TensorDict, *, copy: bool = True) 
             batched[name] = torch.from_numpy(value).unsqueeze(0)
         elif isinstance(value, bool | int | float):
             batched[name] = torch.tensor([value])
-        elif isinstance(value, list | tuple) and len(value) == 1 and isinstance(value[0], torch.Tensor):
+        elif (
+            isinstance(value, list | tuple)
+            and len(value) == 1
+            and isinstance(value[0], torch.Tensor)
+        ):
             batched[name] = list(value)  # [tensor]: one variable-length row
         else:
             batched[name] = [value]
@@ -89,9 +88,11 @@ def encode_single(fields: Mapping[str, Any] | TensorDict, *, copy: bool = True) 
 def _items(fields: Mapping[str, Any] | TensorDict) -> list[tuple[str, Any]]:
     if isinstance(fields, TensorDict):
         out = []
-        for name in fields.keys():
+        for name in fields.keys():  # noqa: SIM118 (a TensorDict iterates its batch)
             value = fields.get(name)
-            if isinstance(value, TensorDict) and not isinstance(value, NonTensorStack | NonTensorData):
+            if isinstance(value, TensorDict) and not isinstance(
+                value, NonTensorStack | NonTensorData
+            ):
                 raise FieldLayoutError(
                     f"field {name!r} is a nested TensorDict; put its leaves as separate fields"
                 )
@@ -116,7 +117,12 @@ def _encode_one(name: str, value: Any, batch: int, copy: bool) -> Column:
             values, offsets = jagged.pack(list(value.unbind()))
         _check_rows(name, len(offsets) - 1, batch)
         values = values.detach()
-        return Column("jagged", values.clone() if copy else values, offsets.clone(), _dtype_name(values))
+        return Column(
+            "jagged",
+            fresh_copy(values) if copy else values,
+            fresh_copy(offsets),
+            _dtype_name(values),
+        )
     if isinstance(value, torch.Tensor):
         if value.dim() == 0:
             raise FieldLayoutError(
@@ -124,9 +130,7 @@ def _encode_one(name: str, value: Any, batch: int, copy: bool) -> Column:
             )
         _check_rows(name, value.shape[0], batch)
         value = value.detach()
-        data = value.contiguous()
-        if copy and data.data_ptr() == value.data_ptr():  # contiguous() made no copy yet
-            data = data.clone()
+        data = fresh_copy(value) if copy or not value.is_contiguous() else value
         return Column("dense", data, None, _dtype_name(value))
     if isinstance(value, list | tuple):
         _check_rows(name, len(value), batch)
@@ -154,9 +158,6 @@ def _dtype_name(t: torch.Tensor) -> str:
 
 # --------------------------------------------------------------------------- numpy form
 
-# torch dtypes numpy cannot represent travel as a same-width integer view.
-_NUMPY_STAND_IN = {2: torch.int16, 1: torch.uint8}
-
 
 def to_numpy(block: Block) -> Block:
     """The same block with tensors as numpy arrays (for the Ray object store; no copy)."""
@@ -166,21 +167,16 @@ def to_numpy(block: Block) -> Block:
 def _col_to_numpy(col: Column) -> Column:
     if col.kind == "object":
         return col
-    data = col.data
-    try:
-        arr = data.numpy()
-    except TypeError:  # bfloat16, float8...: ship the bits
-        arr = data.view(_NUMPY_STAND_IN[data.element_size()]).numpy()
-    offsets = col.offsets.numpy() if col.offsets is not None else None
-    return Column(col.kind, arr, offsets, col.dtype)
+    offsets = np_view(col.offsets) if col.offsets is not None else None
+    return Column(col.kind, np_view(col.data), offsets, col.dtype)
 
 
-def _as_torch(data: Any, dtype: str) -> torch.Tensor:
-    if isinstance(data, torch.Tensor):
-        return data
-    t = torch.from_numpy(data)
-    want = getattr(torch, dtype)
-    return t if t.dtype == want else t.view(want)
+def _np(data: Any) -> np.ndarray:
+    return data if isinstance(data, np.ndarray) else np_view(data)
+
+
+def _offsets(col: Column) -> np.ndarray:
+    return _np(col.offsets).astype(np.int64, copy=False)
 
 
 # --------------------------------------------------------------------------- assemble
@@ -197,6 +193,7 @@ def assemble(
 ) -> TensorDict:
     """A TensorDict ``[batch]`` with, per field, the rows ``locs[field]`` of ``blocks``.
 
+    Gathers run on numpy (single-threaded copies, see :mod:`rlctl.dataplane.npbridge`).
     ``copy=False`` returns views of the stored data where the rows are one contiguous run of
     one block (the common case: a worker reads what one put wrote). Such views alias the
     store: writing into them corrupts it for every other reader.
@@ -218,23 +215,44 @@ def _assemble_field(
     kinds = {c.kind for c, _ in cols}
     if "object" in kinds:
         if kinds != {"object"}:
-            raise FieldLayoutError(f"field {name!r} holds objects for some keys and tensors for others")
+            raise FieldLayoutError(
+                f"field {name!r} holds objects for some keys and tensors for others"
+            )
         return NonTensorStack.from_list([c.data[r] for c, r in cols])
     dtypes = {c.dtype for c, _ in cols}
     if len(dtypes) != 1:
         raise FieldLayoutError(f"field {name!r} was put with several dtypes {sorted(dtypes)}")
+    dtype = getattr(torch, dtypes.pop())
     if kinds == {"dense"}:
-        return _gather_dense(name, cols, copy)
+        return to_torch(_gather_dense(name, cols, copy), dtype)
     run = _contiguous_jagged_run(cols)
     if run is not None:
         values, offsets = run
-        values = values.clone() if copy and layout == "jagged" else values
+        if copy and layout == "jagged":
+            values = np.array(values, copy=True)
     else:
         values, offsets = _gather_jagged(name, cols)
     if layout == "padded":
-        padded, _mask = jagged.padded_from_values(values, offsets, pad_value)
-        return padded
-    return torch.nested.nested_tensor_from_jagged(values, offsets)
+        return to_torch(_pad(values, offsets, pad_value, dtype), dtype)
+    return torch.nested.nested_tensor_from_jagged(
+        to_torch(values, dtype), torch.from_numpy(offsets)
+    )
+
+
+def _pad(
+    values: np.ndarray, offsets: np.ndarray, pad_value: float, dtype: torch.dtype
+) -> np.ndarray:
+    """Right-pad ``values [N, ...]`` to ``[B, Lmax, ...]`` (numpy, one thread)."""
+    lens = np.diff(offsets)
+    tmax = int(lens.max()) if len(lens) else 0
+    fill = np_view(torch.tensor([pad_value], dtype=dtype))[
+        0
+    ]  # the pad's bits in the stand-in dtype
+    out = np.full((len(lens), tmax, *values.shape[1:]), fill, dtype=values.dtype)
+    # One slice copy per sample: cheaper than fancy indexing with [N]-sized index arrays.
+    for i, (start, end) in enumerate(zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)):
+        out[i, : end - start] = values[start:end]
+    return out
 
 
 def _runs(cols: list[tuple[Column, int]]) -> dict[int, tuple[Column, list[int], list[int]]]:
@@ -247,17 +265,17 @@ def _runs(cols: list[tuple[Column, int]]) -> dict[int, tuple[Column, list[int], 
     return groups
 
 
-def _contiguous_jagged_run(cols: list[tuple[Column, int]]) -> tuple[torch.Tensor, torch.Tensor] | None:
+def _contiguous_jagged_run(cols: list[tuple[Column, int]]) -> tuple[np.ndarray, np.ndarray] | None:
     """``(values view, offsets)`` when the rows are consecutive rows of one jagged column."""
     col, first = cols[0]
     if col.kind != "jagged" or any(c is not col or r != first + i for i, (c, r) in enumerate(cols)):
         return None
-    offsets = torch.as_tensor(col.offsets[first : first + len(cols) + 1], dtype=torch.int64)
+    offsets = _offsets(col)[first : first + len(cols) + 1]
     start, end = int(offsets[0]), int(offsets[-1])
-    return _as_torch(col.data, col.dtype)[start:end], offsets - start
+    return _np(col.data)[start:end], offsets - start
 
 
-def _gather_dense(name: str, cols: list[tuple[Column, int]], copy: bool = True) -> torch.Tensor:
+def _gather_dense(name: str, cols: list[tuple[Column, int]], copy: bool) -> np.ndarray:
     groups = _runs(cols)
     shapes = {tuple(col.data.shape[1:]) for col, _, _ in groups.values()}
     if len(shapes) != 1:
@@ -267,39 +285,38 @@ def _gather_dense(name: str, cols: list[tuple[Column, int]], copy: bool = True) 
         )
     if len(groups) == 1:
         col, _, rows = next(iter(groups.values()))
-        src = _as_torch(col.data, col.dtype)
+        src = _np(col.data)
         if rows == list(range(rows[0], rows[0] + len(rows))):  # a contiguous run: one memcpy
             view = src[rows[0] : rows[0] + len(rows)]
-            return view.clone() if copy else view
-        return src[torch.tensor(rows)]  # advanced indexing copies
-    first = next(iter(groups.values()))[0]
-    sample = _as_torch(first.data, first.dtype)
-    out = torch.empty((len(cols), *sample.shape[1:]), dtype=sample.dtype)
+            return np.array(view, copy=True) if copy else view
+        return np.take(src, rows, axis=0)
+    first = _np(next(iter(groups.values()))[0].data)
+    out = np.empty((len(cols), *first.shape[1:]), dtype=first.dtype)
     for col, positions, rows in groups.values():
-        out[torch.tensor(positions)] = _as_torch(col.data, col.dtype)[torch.tensor(rows)]
+        out[positions] = np.take(_np(col.data), rows, axis=0)
     return out
 
 
-def _gather_jagged(name: str, cols: list[tuple[Column, int]]) -> tuple[torch.Tensor, torch.Tensor]:
-    pieces: list[torch.Tensor] = []
-    lengths: list[int] = []
+def _gather_jagged(name: str, cols: list[tuple[Column, int]]) -> tuple[np.ndarray, np.ndarray]:
+    pieces: list[np.ndarray] = []
     trailing: set[tuple[int, ...]] = set()
     for col, row in cols:
-        data = _as_torch(col.data, col.dtype)
+        data = _np(col.data)
         if col.kind == "jagged":
-            start, end = int(col.offsets[row]), int(col.offsets[row + 1])
-            piece = data[start:end]
+            offsets = _offsets(col)
+            piece = data[int(offsets[row]) : int(offsets[row + 1])]
         else:  # a dense row joins a jagged field as one sample of length shape[0]
-            if data.dim() < 2:
+            if data.ndim < 2:
                 raise FieldLayoutError(
                     f"field {name!r} mixes per-sample scalars with variable-length rows"
                 )
             piece = data[row]
         trailing.add(tuple(piece.shape[1:]))
         pieces.append(piece)
-        lengths.append(piece.shape[0])
     if len(trailing) > 1:
-        raise FieldLayoutError(f"field {name!r} rows have different trailing shapes {sorted(trailing)}")
-    offsets = torch.zeros(len(cols) + 1, dtype=torch.int64)
-    torch.cumsum(torch.tensor(lengths, dtype=torch.int64), 0, out=offsets[1:])
-    return torch.cat(pieces), offsets
+        raise FieldLayoutError(
+            f"field {name!r} rows have different trailing shapes {sorted(trailing)}"
+        )
+    offsets = np.zeros(len(cols) + 1, dtype=np.int64)
+    np.cumsum([len(p) for p in pieces], out=offsets[1:])
+    return np.concatenate(pieces), offsets

@@ -110,9 +110,12 @@ class DataPlane(Protocol):
 
     async def async_kv_put(self, key, partition_id, fields=None, tag=None) -> None: ...
     async def async_kv_batch_put(self, keys, partition_id, fields=None, tags=None) -> None: ...
-    async def async_kv_batch_get(self, keys, partition_id, fields, *, layout="jagged", pad_value=0): ...
+    async def async_kv_batch_get(
+        self, keys, partition_id, fields, *, layout="jagged", pad_value=0
+    ): ...
     async def async_kv_list(self, partition_id: str) -> dict[str, dict[str, Any]]: ...
     async def async_kv_clear(self, keys, partition_id) -> None: ...
+    async def async_kv_watch(self, partition_id: str, version: int, timeout: float) -> int: ...
 
     def close(self) -> None:
         """Release the backend's resources; further calls raise ``DataPlaneClosedError``."""
@@ -126,14 +129,21 @@ class AsyncTwinsMixin:
     """
 
     async def async_kv_put(self, key, partition_id, fields=None, tag=None) -> None:
-        await asyncio.to_thread(self.kv_put, key, partition_id, fields, tag)  # type: ignore[attr-defined]
+        put = self.kv_put  # type: ignore[attr-defined]
+        await asyncio.to_thread(put, key, partition_id, fields, tag)
 
     async def async_kv_batch_put(self, keys, partition_id, fields=None, tags=None) -> None:
-        await asyncio.to_thread(self.kv_batch_put, keys, partition_id, fields, tags)  # type: ignore[attr-defined]
+        put = self.kv_batch_put  # type: ignore[attr-defined]
+        await asyncio.to_thread(put, keys, partition_id, fields, tags)
 
     async def async_kv_batch_get(self, keys, partition_id, fields, *, layout="jagged", pad_value=0):
         return await asyncio.to_thread(
-            self.kv_batch_get, keys, partition_id, fields, layout=layout, pad_value=pad_value  # type: ignore[attr-defined]
+            self.kv_batch_get,
+            keys,
+            partition_id,
+            fields,
+            layout=layout,
+            pad_value=pad_value,  # type: ignore[attr-defined]
         )
 
     async def async_kv_list(self, partition_id: str) -> dict[str, dict[str, Any]]:
@@ -142,14 +152,22 @@ class AsyncTwinsMixin:
     async def async_kv_clear(self, keys, partition_id) -> None:
         await asyncio.to_thread(self.kv_clear, keys, partition_id)  # type: ignore[attr-defined]
 
+    async def async_kv_watch(self, partition_id: str, version: int, timeout: float) -> int:
+        watch = self.kv_watch  # type: ignore[attr-defined]
+        return await asyncio.to_thread(watch, partition_id, version, timeout)
 
-def check_put_args(keys: Sequence[str], tags: Sequence[dict[str, Any]] | None, fields: object) -> list[str]:
+
+def check_put_args(
+    keys: Sequence[str], tags: Sequence[dict[str, Any]] | None, fields: object
+) -> list[str]:
     """Validate a batch put's keys/tags; returns the keys as a list."""
     if isinstance(keys, str):
         raise TypeError("kv_batch_put takes a sequence of keys; use kv_put for a single key")
     keys = list(keys)
     if any(not isinstance(k, str) or not k for k in keys):
-        raise TypeError(f"keys must be non-empty strings, got {describe_keys([repr(k) for k in keys])}")
+        raise TypeError(
+            f"keys must be non-empty strings, got {describe_keys([repr(k) for k in keys])}"
+        )
     if len(set(keys)) != len(keys):
         dup = sorted({k for k in keys if keys.count(k) > 1})
         raise ValueError(f"a put names key(s) {describe_keys(dup)} more than once")

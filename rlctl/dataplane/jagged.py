@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 import torch
 
+from rlctl.dataplane.npbridge import concat
+
 
 def is_jagged(t: object) -> bool:
     """True for a ``torch.jagged`` nested tensor."""
@@ -39,7 +41,7 @@ def pack(rows: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     lengths = torch.tensor([r.shape[0] for r in rows], dtype=torch.int64)
     offsets = torch.zeros(len(rows) + 1, dtype=torch.int64)
     torch.cumsum(lengths, 0, out=offsets[1:])
-    return torch.cat(list(rows)), offsets
+    return concat(list(rows)), offsets
 
 
 def unpack(nt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -65,10 +67,10 @@ def padded_from_values(
     batch = lens.numel()
     tmax = int(lens.max()) if batch else 0
     out = values.new_full((batch, tmax, *values.shape[1:]), pad_value)
-    # row/col of every stored element: row = sample, col = position within the sample
-    row = torch.repeat_interleave(torch.arange(batch), lens)
-    col = torch.arange(values.shape[0]) - offsets[:-1].repeat_interleave(lens)
-    out[row, col] = values
+    # One slice copy per sample (each below torch's parallel grain: no thread spin-up).
+    bounds = offsets.tolist()
+    for i in range(batch):
+        out[i, : bounds[i + 1] - bounds[i]] = values[bounds[i] : bounds[i + 1]]
     mask = torch.arange(tmax).unsqueeze(0) < lens.unsqueeze(1)  # [B, Lmax] bool
     return out, mask
 
@@ -81,7 +83,8 @@ def to_padded(nt: torch.Tensor, pad_value: float = 0) -> tuple[torch.Tensor, tor
 
 
 def from_padded(padded: torch.Tensor, mask_or_lengths: torch.Tensor) -> torch.Tensor:
-    """A jagged nested tensor from right-padded ``[B, T, ...]`` and a mask ``[B, T]`` or lengths ``[B]``."""
+    """A jagged nested tensor from right-padded ``[B, T, ...]`` and a mask ``[B, T]`` or
+    lengths ``[B]``."""
     lens = mask_or_lengths.sum(1) if mask_or_lengths.dim() == 2 else mask_or_lengths
     lens = lens.to(torch.int64)
     keep = torch.arange(padded.shape[1]).unsqueeze(0) < lens.unsqueeze(1)

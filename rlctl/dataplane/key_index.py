@@ -123,7 +123,8 @@ class KeyIndex:
                 locs.append(loc)
                 handles.setdefault(loc[0], self._blocks[loc[0]][0])
             if lacking:
-                present = sorted({f for k in keys for f in part.locs.get(k, {})})  # type: ignore[union-attr]
+                key_locs = part.locs  # type: ignore[union-attr]
+                present = sorted({f for k in keys for f in key_locs.get(k, {})})
                 raise MissingFieldError(
                     f"field {name!r} is not written for {len(lacking)} of {len(keys)} key(s) in "
                     f"partition {partition_id!r}: {describe_keys(lacking)}; fields present on "

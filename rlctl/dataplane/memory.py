@@ -44,21 +44,36 @@ class MemoryDataPlane(AsyncTwinsMixin):
     def __reduce__(self):
         raise TypeError(
             "the 'memory' data plane lives in one process and cannot be pickled (e.g. sent "
-            "to a Ray actor); use [data_plane] backend = \"ray\" for multi-process runs"
+            'to a Ray actor); use [data_plane] backend = "ray" for multi-process runs'
         )
 
     # ------------------------------------------------------------------ writes
-    def kv_put(self, key: str, partition_id: str, fields: Mapping[str, Any] | TensorDict | None = None,
-               tag: dict[str, Any] | None = None) -> None:
+    def kv_put(
+        self,
+        key: str,
+        partition_id: str,
+        fields: Mapping[str, Any] | TensorDict | None = None,
+        tag: dict[str, Any] | None = None,
+    ) -> None:
         keys = check_put_args([key], None if tag is None else [tag], fields)
-        block = None if fields is None else columns.encode_single(fields, copy=self.options.copy_on_put)
+        block = (
+            None if fields is None else columns.encode_single(fields, copy=self.options.copy_on_put)
+        )
         self._register(partition_id, keys, None if tag is None else [tag], block)
 
-    def kv_batch_put(self, keys: Sequence[str], partition_id: str,
-                     fields: Mapping[str, Any] | TensorDict | None = None,
-                     tags: Sequence[dict[str, Any]] | None = None) -> None:
+    def kv_batch_put(
+        self,
+        keys: Sequence[str],
+        partition_id: str,
+        fields: Mapping[str, Any] | TensorDict | None = None,
+        tags: Sequence[dict[str, Any]] | None = None,
+    ) -> None:
         keys = check_put_args(keys, tags, fields)
-        block = None if fields is None else columns.encode(fields, len(keys), copy=self.options.copy_on_put)
+        block = (
+            None
+            if fields is None
+            else columns.encode(fields, len(keys), copy=self.options.copy_on_put)
+        )
         self._register(partition_id, keys, tags, block)
 
     def _register(self, partition_id: str, keys: list[str], tags, block) -> None:
@@ -75,13 +90,22 @@ class MemoryDataPlane(AsyncTwinsMixin):
             self._cond.notify_all()
 
     # ------------------------------------------------------------------ reads
-    def kv_batch_get(self, keys: Sequence[str], partition_id: str, fields: Sequence[str], *,
-                     layout: Layout = "jagged", pad_value: float = 0) -> TensorDict:
+    def kv_batch_get(
+        self,
+        keys: Sequence[str],
+        partition_id: str,
+        fields: Sequence[str],
+        *,
+        layout: Layout = "jagged",
+        pad_value: float = 0,
+    ) -> TensorDict:
         keys = list(keys)
         with self._cond:
             self._check_open()
             located = self._index.locate(partition_id, keys, list(fields))
-        return columns.assemble(located.handles, located.locs, len(keys), layout=layout, pad_value=pad_value)
+        return columns.assemble(
+            located.handles, located.locs, len(keys), layout=layout, pad_value=pad_value
+        )
 
     def kv_list(self, partition_id: str) -> dict[str, dict[str, Any]]:
         with self._cond:

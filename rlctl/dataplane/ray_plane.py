@@ -2,8 +2,9 @@
 
 A put encodes the fields as numpy columns (zero-copy views of the caller's tensors),
 ``ray.put``s them once as a block (owned by the writing process, per Ray's ownership model:
-it lives as long as the writer, so write from actors or the driver), and registers ``(block, row)`` per key and field with the actor. A get asks
-the actor where the rows are, ``ray.get``s the blocks (on the same node these are
+it lives as long as the writer, so write from actors or the driver), and registers
+``(block, row)`` per key and field with the actor. A get asks the actor where the rows are,
+``ray.get``s the blocks (on the same node these are
 zero-copy views of shared memory, never unpickled from a socket) and gathers the rows into
 fresh tensors with one copy per field. With ``zero_copy_reads`` a read of rows that one put
 wrote together returns views of shared memory instead (no copy at all): such tensors must be
@@ -15,6 +16,7 @@ and reconnects to the same store. Ray must be initialised by the caller.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -39,7 +41,9 @@ class RayDataPlane(AsyncTwinsMixin):
 
     multi_process = True
 
-    def __init__(self, options: RayOptions | None = None, *, run_id: str, _index: Any = None) -> None:
+    def __init__(
+        self, options: RayOptions | None = None, *, run_id: str, _index: Any = None
+    ) -> None:
         self.options = options or RayOptions()
         self.run_id = run_id
         self._creator = _index is None
@@ -61,15 +65,24 @@ class RayDataPlane(AsyncTwinsMixin):
         return (_reconnect, (self.options, self.run_id, self._index))
 
     # ------------------------------------------------------------------ writes
-    def kv_put(self, key: str, partition_id: str, fields: Mapping[str, Any] | TensorDict | None = None,
-               tag: dict[str, Any] | None = None) -> None:
+    def kv_put(
+        self,
+        key: str,
+        partition_id: str,
+        fields: Mapping[str, Any] | TensorDict | None = None,
+        tag: dict[str, Any] | None = None,
+    ) -> None:
         keys = check_put_args([key], None if tag is None else [tag], fields)
         block = None if fields is None else columns.encode_single(fields, copy=False)
         self._register(partition_id, keys, None if tag is None else [tag], block)
 
-    def kv_batch_put(self, keys: Sequence[str], partition_id: str,
-                     fields: Mapping[str, Any] | TensorDict | None = None,
-                     tags: Sequence[dict[str, Any]] | None = None) -> None:
+    def kv_batch_put(
+        self,
+        keys: Sequence[str],
+        partition_id: str,
+        fields: Mapping[str, Any] | TensorDict | None = None,
+        tags: Sequence[dict[str, Any]] | None = None,
+    ) -> None:
         keys = check_put_args(keys, tags, fields)
         # No copy here: ray.put copies the numpy views into the object store once.
         block = None if fields is None else columns.encode(fields, len(keys), copy=False)
@@ -85,19 +98,34 @@ class RayDataPlane(AsyncTwinsMixin):
             box = [ray.put(columns.to_numpy(block))]
             names = list(block)
         tags = None if tags is None else [dict(t) for t in tags]
-        call(self._index.put.remote(partition_id, keys, tags, box, names), self.options.call_timeout_s, "put")
+        call(
+            self._index.put.remote(partition_id, keys, tags, box, names),
+            self.options.call_timeout_s,
+            "put",
+        )
 
     def kv_clear(self, keys: Sequence[str], partition_id: str) -> None:
         self._check_open()
-        call(self._index.clear.remote(partition_id, list(keys)), self.options.call_timeout_s, "clear")
+        call(
+            self._index.clear.remote(partition_id, list(keys)), self.options.call_timeout_s, "clear"
+        )
 
     # ------------------------------------------------------------------ reads
-    def kv_batch_get(self, keys: Sequence[str], partition_id: str, fields: Sequence[str], *,
-                     layout: Layout = "jagged", pad_value: float = 0) -> TensorDict:
+    def kv_batch_get(
+        self,
+        keys: Sequence[str],
+        partition_id: str,
+        fields: Sequence[str],
+        *,
+        layout: Layout = "jagged",
+        pad_value: float = 0,
+    ) -> TensorDict:
         self._check_open()
         keys = list(keys)
         boxed, locs = call(
-            self._index.locate.remote(partition_id, keys, list(fields)), self.options.call_timeout_s, "get"
+            self._index.locate.remote(partition_id, keys, list(fields)),
+            self.options.call_timeout_s,
+            "get",
         )
         ids = list(boxed)
         try:
@@ -114,8 +142,14 @@ class RayDataPlane(AsyncTwinsMixin):
                 f"from long-lived actors or the driver ({type(exc).__name__})"
             ) from None
         blocks = dict(zip(ids, fetched, strict=True))
-        return columns.assemble(blocks, locs, len(keys), layout=layout, pad_value=pad_value,
-                                copy=not self.options.zero_copy_reads)
+        return columns.assemble(
+            blocks,
+            locs,
+            len(keys),
+            layout=layout,
+            pad_value=pad_value,
+            copy=not self.options.zero_copy_reads,
+        )
 
     def kv_list(self, partition_id: str) -> dict[str, dict[str, Any]]:
         self._check_open()
@@ -140,10 +174,9 @@ class RayDataPlane(AsyncTwinsMixin):
             return
         self._closed = True
         if self._creator:
-            try:
+            # The actor may already be gone with its cluster (ray.shutdown before close).
+            with contextlib.suppress(ValueError, ray.exceptions.RayError):
                 ray.kill(self._index)
-            except Exception:  # already gone with its cluster
-                pass
 
     def _check_open(self) -> None:
         if self._closed:

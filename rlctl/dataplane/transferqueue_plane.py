@@ -15,6 +15,9 @@ What TransferQueue does not give, the adapter adds, with measured reasons:
   field is an error.
 * **Dense stays dense.** TQ returns every non-scalar tensor as a jagged nested tensor (its
   PR #92); dense fields are stacked back using the recorded kind.
+* **Loopback.** TQ binds ZMQ to Ray's node address; unless ``loopback_only`` is off, the
+  adapter refuses to start when that is not 127.0.0.1 (set
+  ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` before ``ray.init``).
 * **Lifecycle.** ``tq.close()`` kills the controller from any process that calls it, so only
   the handle that started TQ closes it; pickled copies (in workers) only attach.
 """
@@ -22,15 +25,17 @@ What TransferQueue does not give, the adapter adds, with measured reasons:
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import ray
 import torch
 from tensordict import NonTensorStack, TensorDict
 
-from rlctl.dataplane import columns, jagged
+from rlctl.dataplane import columns, jagged, npbridge
 from rlctl.dataplane.contract import (
     AsyncTwinsMixin,
     DataPlaneClosedError,
@@ -78,12 +83,21 @@ def _start_tq(options: TransferQueueOptions) -> bool:
     if _tq_running():
         _with_timeout(tq.init, options.init_timeout_s, "attach (tq.init)")
         return False
+    node_ip = ray.util.get_node_ip_address().strip("[]")
+    if options.loopback_only and not (node_ip.startswith("127.") or node_ip == "::1"):
+        raise DataPlaneError(
+            f"transferqueue would bind its ZMQ sockets to {node_ip} (Ray's node address), not "
+            "loopback: set RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 before ray.init, or set "
+            "[data_plane.options] loopback_only = false on a multi-node cluster"
+        )
     conf = OmegaConf.create(
         {"backend": {"SimpleStorage": {"num_data_storage_units": options.storage_units}}}
     )
     # TQ's actors hard-code @ray.remote(num_cpus=1); their reservation is a class default
     # we lower while init creates them (no public option exists in 0.1.11).
-    saved = [(cls, dict(cls._default_options)) for cls in (TransferQueueController, SimpleStorageUnit)]
+    saved = [
+        (cls, dict(cls._default_options)) for cls in (TransferQueueController, SimpleStorageUnit)
+    ]
     try:
         for cls, _ in saved:
             cls._default_options["num_cpus"] = options.unit_num_cpus
@@ -100,8 +114,9 @@ class TransferQueueDataPlane(AsyncTwinsMixin):
 
     multi_process = True
 
-    def __init__(self, options: TransferQueueOptions | None = None, *, run_id: str,
-                 _index: Any = None) -> None:
+    def __init__(
+        self, options: TransferQueueOptions | None = None, *, run_id: str, _index: Any = None
+    ) -> None:
         self.options = options or TransferQueueOptions()
         self.run_id = run_id
         os.environ.setdefault("TQ_LOGGING_LEVEL", self.options.logging_level)
@@ -132,15 +147,24 @@ class TransferQueueDataPlane(AsyncTwinsMixin):
         return (_reconnect, (self.options, self.run_id, self._index))
 
     # ------------------------------------------------------------------ writes
-    def kv_put(self, key: str, partition_id: str, fields: Mapping[str, Any] | TensorDict | None = None,
-               tag: dict[str, Any] | None = None) -> None:
+    def kv_put(
+        self,
+        key: str,
+        partition_id: str,
+        fields: Mapping[str, Any] | TensorDict | None = None,
+        tag: dict[str, Any] | None = None,
+    ) -> None:
         keys = check_put_args([key], None if tag is None else [tag], fields)
         block = None if fields is None else columns.encode_single(fields, copy=False)
         self._put(partition_id, keys, None if tag is None else [tag], block)
 
-    def kv_batch_put(self, keys: Sequence[str], partition_id: str,
-                     fields: Mapping[str, Any] | TensorDict | None = None,
-                     tags: Sequence[dict[str, Any]] | None = None) -> None:
+    def kv_batch_put(
+        self,
+        keys: Sequence[str],
+        partition_id: str,
+        fields: Mapping[str, Any] | TensorDict | None = None,
+        tags: Sequence[dict[str, Any]] | None = None,
+    ) -> None:
         keys = check_put_args(keys, tags, fields)
         block = None if fields is None else columns.encode(fields, len(keys), copy=False)
         self._put(partition_id, keys, tags, block)
@@ -151,35 +175,63 @@ class TransferQueueDataPlane(AsyncTwinsMixin):
         if block:
             td = TensorDict({n: _to_tq_value(c) for n, c in block.items()}, batch_size=[len(keys)])
             # Data first, then the index: a reader that sees the field can read it.
-            _with_timeout(self._tq.kv_batch_put, self.options.call_timeout_s, "put",
-                          keys=keys, partition_id=partition_id, fields=td)
+            _with_timeout(
+                self._tq.kv_batch_put,
+                self.options.call_timeout_s,
+                "put",
+                keys=keys,
+                partition_id=partition_id,
+                fields=td,
+            )
             box, names = [{n: c.kind for n, c in block.items()}], list(block)
         tags = None if tags is None else [dict(t) for t in tags]
-        call(self._index.put.remote(partition_id, keys, tags, box, names), self.options.call_timeout_s, "put")
+        call(
+            self._index.put.remote(partition_id, keys, tags, box, names),
+            self.options.call_timeout_s,
+            "put",
+        )
 
     def kv_clear(self, keys: Sequence[str], partition_id: str) -> None:
         self._check_open()
         keys = list(keys)
         call(self._index.clear.remote(partition_id, keys), self.options.call_timeout_s, "clear")
         if keys:
-            _with_timeout(self._tq.kv_clear, self.options.call_timeout_s, "clear", keys, partition_id)
+            _with_timeout(
+                self._tq.kv_clear, self.options.call_timeout_s, "clear", keys, partition_id
+            )
 
     # ------------------------------------------------------------------ reads
-    def kv_batch_get(self, keys: Sequence[str], partition_id: str, fields: Sequence[str], *,
-                     layout: Layout = "jagged", pad_value: float = 0) -> TensorDict:
+    def kv_batch_get(
+        self,
+        keys: Sequence[str],
+        partition_id: str,
+        fields: Sequence[str],
+        *,
+        layout: Layout = "jagged",
+        pad_value: float = 0,
+    ) -> TensorDict:
         self._check_open()
         keys, fields = list(keys), list(fields)
         if layout not in ("jagged", "padded"):
             raise ValueError(f"layout must be 'jagged' or 'padded', got {layout!r}")
-        boxed, locs = call(self._index.locate.remote(partition_id, keys, fields),
-                           self.options.call_timeout_s, "get")
+        boxed, locs = call(
+            self._index.locate.remote(partition_id, keys, fields),
+            self.options.call_timeout_s,
+            "get",
+        )
         if not keys or not fields:
             return TensorDict({}, batch_size=[len(keys)])
-        got = _with_timeout(self._tq.kv_batch_get, self.options.call_timeout_s, "get",
-                            keys=keys, partition_id=partition_id, select_fields=fields)
+        got = _with_timeout(
+            self._tq.kv_batch_get,
+            self.options.call_timeout_s,
+            "get",
+            keys=keys,
+            partition_id=partition_id,
+            select_fields=fields,
+        )
         out: dict[str, Any] = {}
         for name in fields:
-            if name not in got.keys():
+            if name not in got.keys():  # noqa: SIM118 (a TensorDict iterates its batch)
                 raise MissingFieldError(
                     f"transferqueue returned no field {name!r} for keys in partition "
                     f"{partition_id!r} although rlctl's index records it (TQ drops unknown "
@@ -195,8 +247,11 @@ class TransferQueueDataPlane(AsyncTwinsMixin):
 
     def kv_watch(self, partition_id: str, version: int, timeout: float) -> int:
         self._check_open()
-        return call(self._index.watch.remote(partition_id, version, timeout),
-                    timeout + self.options.call_timeout_s, "watch")
+        return call(
+            self._index.watch.remote(partition_id, version, timeout),
+            timeout + self.options.call_timeout_s,
+            "watch",
+        )
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -206,10 +261,8 @@ class TransferQueueDataPlane(AsyncTwinsMixin):
         self._closed = True
         if not self._creator:
             return
-        try:
+        with contextlib.suppress(ValueError, ray.exceptions.RayError):
             ray.kill(self._index)
-        except Exception:
-            pass
         if self._started_tq:
             _with_timeout(self._tq.close, self.options.call_timeout_s, "shutdown (tq.close)")
 
@@ -218,7 +271,9 @@ class TransferQueueDataPlane(AsyncTwinsMixin):
             raise DataPlaneClosedError("this transferqueue data plane was closed; open a new one")
         if not self._attached:
             if not _tq_running():
-                raise DataPlaneError("transferqueue is not running any more (its creator closed it)")
+                raise DataPlaneError(
+                    "transferqueue is not running any more (its creator closed it)"
+                )
             _with_timeout(self._tq.init, self.options.init_timeout_s, "attach (tq.init)")
             self._attached = True
 
@@ -238,7 +293,9 @@ def _to_tq_value(col: columns.Column) -> Any:
 def _from_tq_value(name: str, value: Any, kinds: set[str], layout: Layout, pad_value: float) -> Any:
     if "object" in kinds:
         if kinds != {"object"}:
-            raise FieldLayoutError(f"field {name!r} holds objects for some keys and tensors for others")
+            raise FieldLayoutError(
+                f"field {name!r} holds objects for some keys and tensors for others"
+            )
         return value if isinstance(value, NonTensorStack) else NonTensorStack.from_list(list(value))
     if kinds == {"dense"}:
         if not value.is_nested:  # per-sample scalars come back dense
@@ -250,7 +307,7 @@ def _from_tq_value(name: str, value: Any, kinds: set[str], layout: Layout, pad_v
                 f"field {name!r} was put dense with different per-sample shapes {sorted(shapes)}; "
                 "put variable-length fields as a jagged nested tensor or a list of tensors"
             )
-        return torch.stack(rows)
+        return npbridge.to_torch(np.stack([npbridge.np_view(r) for r in rows]), rows[0].dtype)
     nt = value if value.is_nested else jagged.from_list(list(value.unbind(0)))
     if nt.layout != torch.jagged:
         nt = jagged.from_list(list(nt.unbind()))

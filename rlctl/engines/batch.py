@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 
 
-@dataclass(frozen=True)
+@dataclass
 class ModelBatch:
     """Padded prompt+response tokens of B samples (layout in the module docstring)."""
 

@@ -67,6 +67,7 @@ def all_reduce_sum(value: float | torch.Tensor, device: str = "cpu") -> float:
     Use it for the global loss normaliser: ``all_reduce_sum(response_mask.sum())`` is the
     token count of the whole minibatch across ranks.
     """
+    _require_group_if_distributed("all_reduce_sum")
     t = torch.as_tensor(value, dtype=torch.float64, device=device).clone().reshape(())
     if dist.is_initialized() and dist.get_world_size() > 1:
         dist.all_reduce(t, op=dist.ReduceOp.SUM)
@@ -75,7 +76,18 @@ def all_reduce_sum(value: float | torch.Tensor, device: str = "cpu") -> float:
 
 def all_reduce_max_int(value: int, device: str = "cpu") -> int:
     """Max of ``value`` over all ranks."""
+    _require_group_if_distributed("all_reduce_max_int")
     t = torch.tensor(value, dtype=torch.long, device=device)
     if dist.is_initialized() and dist.get_world_size() > 1:
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return int(t.item())
+
+
+def _require_group_if_distributed(what: str) -> None:
+    """A multi-rank process without a process group would silently reduce over itself."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1 and not dist.is_initialized():
+        raise RuntimeError(
+            f"{what}: WORLD_SIZE={world} but torch.distributed is not initialised; call the "
+            "engine's init() first (it joins the process group)"
+        )

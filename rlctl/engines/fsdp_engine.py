@@ -21,7 +21,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch import nn
 from torch.distributed.checkpoint.state_dict import (
@@ -270,7 +269,8 @@ class FSDPEngine:
             return {"values": self._value_forward(mb)}
         log_probs, entropy = self._policy_forward(mb, temperature, with_entropy=True)
         assert entropy is not None
-        return {"log_probs": log_probs, "entropy": entropy if want_entropy_grad else entropy.detach()}
+        entropy = entropy if want_entropy_grad else entropy.detach()
+        return {"log_probs": log_probs, "entropy": entropy}
 
     def _optimizer_step(self) -> dict[str, float]:
         assert self.model is not None and self.optimizer is not None and self.scheduler is not None
@@ -332,7 +332,5 @@ class FSDPEngine:
             self.scheduler.load_state_dict(state["scheduler"])
 
     def close(self) -> None:
-        """Drop the model; the process group stays (other engines may share it)."""
+        """Drop the model; the process group stays (other engines in this process share it)."""
         self.model = self.optimizer = self.scheduler = None
-        if dist.is_initialized():
-            dist.barrier()

@@ -15,6 +15,6 @@ class FSDPOptions(BaseModel):
     mixed_precision: Literal["none", "bf16"] = "none"
     """``bf16``: compute in bfloat16, reduce gradients and keep master weights in fp32."""
     reshard_after_forward: bool = True
-    """Free gathered parameters after forward (ZeRO-3); ``False`` keeps them until backward (ZeRO-2)."""
+    """Free gathered parameters after forward (ZeRO-3); ``False`` keeps them (ZeRO-2)."""
     cpu_offload: bool = False
     """Keep sharded parameters, gradients and optimizer state in host memory (GPU only)."""

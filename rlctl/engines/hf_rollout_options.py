@@ -14,3 +14,5 @@ class HFRolloutOptions(BaseModel):
     """Most sequences per ``generate`` call; bigger batches are split."""
     num_threads: int | None = None
     """torch intra-op threads while generating on CPU; ``None`` keeps torch's setting."""
+    ignore_eos: bool = False
+    """Generate ``max_new_tokens`` tokens even after an eos (throughput tests, benchmarks)."""

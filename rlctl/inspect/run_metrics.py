@@ -153,8 +153,12 @@ def summarize(metrics: RunMetrics, *, name: str | None = None) -> RunSummary:
     )
 
 
+RUN_MARKERS = (METRICS_FILE, "run_info.json", "checkpoints")
+
+
 def is_run_dir(path: Path) -> bool:
-    return (path / METRICS_FILE).is_file() or (path / "checkpoints").is_dir()
+    """A directory the trainer created: it has metrics, run info or checkpoints."""
+    return any((path / marker).exists() for marker in RUN_MARKERS)
 
 
 def list_runs(output_dir: Path | str) -> list[RunSummary]:

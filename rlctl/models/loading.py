@@ -54,14 +54,17 @@ def load_tokenizer(model: ModelSection) -> PreTrainedTokenizerBase:
     return tok
 
 
-def load_causal_lm(model: ModelSection, seed: int, *, vocab_size: int | None = None) -> PreTrainedModel:
+def load_causal_lm(
+    model: ModelSection, seed: int, *, vocab_size: int | None = None
+) -> PreTrainedModel:
     """The policy as a causal LM in ``model.dtype``; identical on every call with one seed.
 
     ``vocab_size`` only matters for ``tiny`` (defaults to the tiny tokenizer's size).
     """
     dtype = _torch_dtype(model.dtype)
     if model.path == TINY:
-        lm = build_tiny_model(model.tiny, seed, **({"vocab_size": vocab_size} if vocab_size else {}))
+        extra = {"vocab_size": vocab_size} if vocab_size else {}
+        lm = build_tiny_model(model.tiny, seed, **extra)
         return lm.to(dtype)
     from transformers import AutoModelForCausalLM
 

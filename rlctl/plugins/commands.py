@@ -20,13 +20,23 @@ def _bench_group() -> None:
 
 @bench_app.command("dataplane")
 def bench_dataplane(
-    backends: str = typer.Option("ray,transferqueue", help="Comma-separated data-plane backends to measure."),
+    backends: str = typer.Option(
+        "ray,transferqueue", help="Comma-separated data-plane backends to measure."
+    ),
     samples: int = typer.Option(512, min=1, help="Samples in the step (batch size)."),
     seq_len: int = typer.Option(4096, min=1, help="Tokens per sample (the maximum with --jagged)."),
     fields: int = typer.Option(6, min=1, help="Fields per sample (int64 and float32 alternate)."),
-    jagged: bool = typer.Option(False, "--jagged/--dense", help="Variable-length fields (lengths in [T/4, T])."),
-    repeats: int = typer.Option(3, min=1, help="Repetitions; the best is reported."),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
+    jagged: bool = typer.Option(
+        False, "--jagged/--dense", help="Variable-length fields (lengths in [T/4, T])."
+    ),
+    repeats: int = typer.Option(5, min=1, help="Repetitions; the best is reported."),
+    warmup: int = typer.Option(2, min=0, help="Untimed repetitions before the timed ones."),
+    zero_copy_row: bool = typer.Option(
+        True, help="With ray: also measure ray with zero_copy_reads (row 'ray+zero_copy_reads')."
+    ),
+    json_out: bool = typer.Option(
+        False, "--json", help="Print one JSON object instead of a table."
+    ),
 ) -> None:
     """Cross-process put/get throughput per backend vs. pickling through the controller."""
     import json
@@ -36,8 +46,16 @@ def bench_dataplane(
     names = tuple(b.strip() for b in backends.split(",") if b.strip())
     if not names:
         raise typer.BadParameter("give at least one backend", param_hint="--backends")
-    cfg = BenchConfig(backends=names, samples=samples, seq_len=seq_len, fields=fields,
-                      jagged=jagged, repeats=repeats)
+    cfg = BenchConfig(
+        backends=names,
+        samples=samples,
+        seq_len=seq_len,
+        fields=fields,
+        jagged=jagged,
+        repeats=repeats,
+        warmup=warmup,
+        zero_copy_row=zero_copy_row,
+    )
     result = run_bench(cfg)
     typer.echo(json.dumps(result) if json_out else format_table(result, cfg))
 

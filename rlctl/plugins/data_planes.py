@@ -23,7 +23,7 @@ def register_data_planes(register) -> None:
         "ray",
         "rlctl.dataplane.ray_plane:RayDataPlane",
         options=RayOptions,
-        description="Tensors in Ray's object store (zero-copy on a node), keys/tags in an index actor",
+        description="Tensors in Ray's object store, keys/tags in an index actor",
         multi_process=True,
     )
     register(

@@ -46,7 +46,7 @@ def register_weight_syncs(register) -> None:  # type: ignore[no-untyped-def]
         "in_process",
         "rlctl.engines.weight_sync:InProcessWeightSync",
         options=InProcessOptions,
-        description="copy the actor's exported state dict into a rollout engine in the same process",
+        description="copy the actor's exported weights into a rollout engine in the same process",
         engines=("hf",),
     )
     register(

@@ -75,7 +75,9 @@ class KVBatchMeta:
             dup = sorted({k for k in keys if keys.count(k) > 1})[:5]
             raise ValueError(f"KVBatchMeta: duplicate keys {dup}")
         if not isinstance(self.partition_id, str) or not self.partition_id:
-            raise ValueError(f"KVBatchMeta: partition_id must be a non-empty str, got {self.partition_id!r}")
+            raise ValueError(
+                f"KVBatchMeta: partition_id must be a non-empty str, got {self.partition_id!r}"
+            )
         # frozen dataclass: normalise through object.__setattr__ (lists -> tuples, tag copies)
         object.__setattr__(self, "keys", keys)
         object.__setattr__(self, "tags", tags)
@@ -112,7 +114,9 @@ class KVBatchMeta:
             raise ValueError("KVBatchMeta.concat needs at least one batch")
         partitions = {m.partition_id for m in metas}
         if len(partitions) != 1:
-            raise ValueError(f"KVBatchMeta.concat: batches come from several partitions {sorted(partitions)}")
+            raise ValueError(
+                f"KVBatchMeta.concat: batches come from several partitions {sorted(partitions)}"
+            )
         return KVBatchMeta(
             tuple(k for m in metas for k in m.keys),
             metas[0].partition_id,

@@ -40,8 +40,12 @@ class SinkFailure:
 
 def _report_to_stderr(message: str) -> None:
     from rich.console import Console
+    from rich.markup import escape
 
-    Console(stderr=True).print(f"[yellow]warning:[/yellow] {message}", highlight=False)
+    # escape: messages hold things like "[logging] sinks" that rich would read as markup
+    Console(stderr=True).print(
+        f"[yellow]warning:[/yellow] {escape(message)}", highlight=False, soft_wrap=True
+    )
 
 
 class MetricLogger:
@@ -75,6 +79,7 @@ class MetricLogger:
             from rlctl.registry import get_registry
 
             registry = get_registry()
+        names = list(names)
         options = options or {}
         unknown = set(options) - set(names)
         if unknown:

@@ -42,8 +42,10 @@ def _keys(n: int, prefix: str | None = None) -> list[str]:
 
 def _ragged(n: int, seed: int, dtype=torch.int64) -> list[torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
-    return [torch.randint(0, 100, (int(torch.randint(1, 9, (1,), generator=g)),), generator=g).to(dtype)
-            for _ in range(n)]
+    return [
+        torch.randint(0, 100, (int(torch.randint(1, 9, (1,), generator=g)),), generator=g).to(dtype)
+        for _ in range(n)
+    ]
 
 
 class DataPlaneContract:
@@ -92,14 +94,26 @@ class DataPlaneContract:
         assert jagged.is_jagged(nt)
         assert [r.tolist() for r in nt.unbind()] == [r.tolist() for r in rows[::-1]]
         assert jagged.lengths(nt).tolist() == [len(r) for r in rows[::-1]]
-        assert all(torch.equal(a, b) for a, b in zip(td.get("logp").unbind(), logp[::-1], strict=True))
+        assert all(
+            torch.equal(a, b) for a, b in zip(td.get("logp").unbind(), logp[::-1], strict=True)
+        )
 
     def test_padded_layout_right_pads_with_pad_value(self, plane, partition):
         keys = _keys(4)
-        rows = [torch.tensor([1, 2, 3]), torch.tensor([4]), torch.tensor([5, 6]), torch.tensor([7, 8, 9, 10])]
+        rows = [
+            torch.tensor([1, 2, 3]),
+            torch.tensor([4]),
+            torch.tensor([5, 6]),
+            torch.tensor([7, 8, 9, 10]),
+        ]
         plane.kv_batch_put(keys, partition, {"r": rows, "dense": torch.ones(4, 2)})
         td = plane.kv_batch_get(keys, partition, ["r", "dense"], layout="padded", pad_value=-1)
-        assert td.get("r").tolist() == [[1, 2, 3, -1], [4, -1, -1, -1], [5, 6, -1, -1], [7, 8, 9, 10]]
+        assert td.get("r").tolist() == [
+            [1, 2, 3, -1],
+            [4, -1, -1, -1],
+            [5, 6, -1, -1],
+            [7, 8, 9, 10],
+        ]
         assert torch.equal(td.get("dense"), torch.ones(4, 2))  # dense fields are unaffected
         padded, mask = jagged.to_padded(jagged.from_list(rows), pad_value=-1)
         assert torch.equal(padded, td.get("r")) and mask.sum(1).tolist() == [3, 1, 2, 4]
@@ -107,11 +121,15 @@ class DataPlaneContract:
     def test_scalars_and_non_tensor_fields(self, plane, partition):
         keys = _keys(3)
         objs = [{"answer": "4"}, {"answer": "7"}, {"answer": None}]
-        plane.kv_batch_put(keys, partition, {
-            "score": torch.tensor([0.5, 1.0, -1.0]),
-            "text": ["a", "bb", "ccc"],
-            "meta": NonTensorStack.from_list(objs),
-        })
+        plane.kv_batch_put(
+            keys,
+            partition,
+            {
+                "score": torch.tensor([0.5, 1.0, -1.0]),
+                "text": ["a", "bb", "ccc"],
+                "meta": NonTensorStack.from_list(objs),
+            },
+        )
         td = plane.kv_batch_get(keys, partition, ["score", "text", "meta"])
         assert td.get("score").shape == (3,) and td.get("score").tolist() == [0.5, 1.0, -1.0]
         assert td.get("text").tolist() == ["a", "bb", "ccc"]
@@ -119,13 +137,31 @@ class DataPlaneContract:
 
     def test_single_key_put(self, plane, partition):
         a, b = _keys(2)
-        plane.kv_put(a, partition, {"x": torch.tensor([1.0, 2.0]), "r": [torch.arange(3)], "s": "hi"}, {"status": "running"})
-        plane.kv_put(b, partition, {"x": torch.tensor([3.0, 4.0]), "r": [torch.arange(5)], "s": "yo"})
+        plane.kv_put(
+            a,
+            partition,
+            {"x": torch.tensor([1.0, 2.0]), "r": [torch.arange(3)], "s": "hi"},
+            {"status": "running"},
+        )
+        plane.kv_put(
+            b, partition, {"x": torch.tensor([3.0, 4.0]), "r": [torch.arange(5)], "s": "yo"}
+        )
         td = plane.kv_batch_get([a, b], partition, ["x", "r", "s"])
         assert td.get("x").tolist() == [[1.0, 2.0], [3.0, 4.0]]
         assert jagged.lengths(td.get("r")).tolist() == [3, 5]
         assert td.get("s").tolist() == ["hi", "yo"]
         assert plane.kv_list(partition)[a] == {"status": "running"}
+
+    def test_get_may_repeat_keys(self, plane, partition):
+        # Trainers pad a shard to a fixed size by repeating its last key.
+        keys = _keys(3)
+        rows = _ragged(3, seed=3)
+        plane.kv_batch_put(keys, partition, {"r": rows, "d": torch.arange(3), "s": ["a", "b", "c"]})
+        want = [2, 0, 2, 2]
+        td = plane.kv_batch_get([keys[i] for i in want], partition, ["r", "d", "s"])
+        assert [r.tolist() for r in td.get("r").unbind()] == [rows[i].tolist() for i in want]
+        assert td.get("d").tolist() == want
+        assert td.get("s").tolist() == ["c", "a", "c", "c"]
 
     def test_empty_get_returns_empty_batch(self, plane, partition):
         td = plane.kv_batch_get([], partition, [])
@@ -136,8 +172,12 @@ class DataPlaneContract:
         keys = _keys(4)
         rows = _ragged(4, seed=2)
         plane.kv_batch_put(keys, partition, {"responses": rows}, [{"status": "success"}] * 4)
-        plane.kv_batch_put(keys[:2], partition, {"old_log_probs": [torch.randn(len(r)) for r in rows[:2]]})
-        plane.kv_batch_put(keys[2:], partition, {"old_log_probs": [torch.randn(len(r)) for r in rows[2:]]})
+        plane.kv_batch_put(
+            keys[:2], partition, {"old_log_probs": [torch.randn(len(r)) for r in rows[:2]]}
+        )
+        plane.kv_batch_put(
+            keys[2:], partition, {"old_log_probs": [torch.randn(len(r)) for r in rows[2:]]}
+        )
         td = plane.kv_batch_get(keys, partition, ["old_log_probs"])
         assert set(td.keys()) == {"old_log_probs"}
         assert jagged.lengths(td.get("old_log_probs")).tolist() == [len(r) for r in rows]
@@ -151,7 +191,9 @@ class DataPlaneContract:
 
     def test_tags_merge_and_listing_is_a_copy(self, plane, partition):
         keys = _keys(2)
-        plane.kv_batch_put(keys, partition, tags=[{"status": "running", "global_step": 3}, {"status": "running"}])
+        plane.kv_batch_put(
+            keys, partition, tags=[{"status": "running", "global_step": 3}, {"status": "running"}]
+        )
         plane.kv_put(keys[0], partition, tag={"status": "success", "seq_len": 12})
         listing = plane.kv_list(partition)
         assert list(listing) == keys
@@ -218,7 +260,9 @@ class DataPlaneContract:
         t0 = time.monotonic()
         assert plane.kv_watch(partition, version, 0.2) == version
         assert time.monotonic() - t0 >= 0.15
-        timer = threading.Timer(0.1, plane.kv_put, args=(key, partition), kwargs={"tag": {"status": "success"}})
+        timer = threading.Timer(
+            0.1, plane.kv_put, args=(key, partition), kwargs={"tag": {"status": "success"}}
+        )
         timer.start()
         t0 = time.monotonic()
         new = plane.kv_watch(partition, version, 10)
@@ -234,6 +278,7 @@ class DataPlaneContract:
             td = await plane.async_kv_batch_get(keys, partition, ["v"])
             listing = await plane.async_kv_list(partition)
             await plane.async_kv_clear(keys[1:], partition)
+            assert await plane.async_kv_watch(partition, -1, 0) >= 0
             return td, listing, await plane.async_kv_list(partition)
 
         td, listing, after = asyncio.run(go())
@@ -272,13 +317,17 @@ class DataPlaneContract:
                 while i < per_writer:
                     n = min(rng.randint(1, 3), per_writer - i)
                     keys = [f"w{w}k{i + j}_0_0" for j in range(n)]
-                    plane.kv_batch_put(keys, partition, {"x": torch.stack([payload(k) for k in keys])},
-                                       [{"writer": w}] * n)
+                    plane.kv_batch_put(
+                        keys,
+                        partition,
+                        {"x": torch.stack([payload(k) for k in keys])},
+                        [{"writer": w}] * n,
+                    )
                     written[w].extend(keys)
                     i += n
                     # every writer merges its own tag into the same shared keys
                     plane.kv_put(shared[i % len(shared)], partition, tag={f"w{w}_{i}": i})
-            except BaseException as exc:  # surfaced by the main thread
+            except BaseException as exc:  # noqa: BLE001 (re-raised by the main thread)
                 errors.append(exc)
 
         def reader(r: int) -> None:
@@ -293,7 +342,7 @@ class DataPlaneContract:
                     got = plane.kv_batch_get(keys, partition, ["x"]).get("x")
                     for k, row in zip(keys, got, strict=True):
                         assert torch.equal(row, payload(k)), f"corrupted value for {k}"
-            except BaseException as exc:
+            except BaseException as exc:  # noqa: BLE001 (re-raised by the main thread)
                 errors.append(exc)
 
         threads = [threading.Thread(target=writer, args=(w,)) for w in range(writers)]

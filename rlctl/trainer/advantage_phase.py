@@ -12,6 +12,7 @@ from typing import Any
 from rlctl.config.recipe import Recipe
 from rlctl.protocol.kv import KVBatchMeta
 from rlctl.trainer import metric_reduce as mr
+from rlctl.trainer.reward_sections import effective_rewards
 from rlctl.trainer.fields import mask_from_lengths, tag_column, to_jagged, to_padded
 
 # estimator `requires` name -> data-plane field holding it
@@ -38,7 +39,8 @@ def run_advantage_phase(plane: Any, meta: KVBatchMeta, recipe: Recipe, registry:
     wanted += [REQUIRED_FIELDS[r] for r in sorted(requires) if r in REQUIRED_FIELDS]
     if kl_in_reward:
         wanted += ["old_log_probs", "ref_log_probs"]
-    reward_names = [f"reward/{r.name}" for r in recipe.rewards]
+    rewards = effective_rewards(recipe, registry)
+    reward_names = [f"reward/{r.name}" for r in rewards]
     wanted += reward_names
     wanted = list(dict.fromkeys(wanted))
     keys = list(meta.keys)
@@ -79,7 +81,7 @@ def run_advantage_phase(plane: Any, meta: KVBatchMeta, recipe: Recipe, registry:
         lam=alg.lam,
         norm_adv_by_std_in_grpo=alg.norm_adv_by_std,
         epsilon=1e-6,
-        reward_components={r.name: td[f"reward/{r.name}"].float().reshape(-1) for r in recipe.rewards},
+        reward_components={r.name: td[f"reward/{r.name}"].float().reshape(-1) for r in rewards},
         **extra,
         **estimator_options,
     )

@@ -51,6 +51,7 @@ class Trainer:
         replay_buffer: Any,
         meter: TrafficMeter,
         use_object_refs: bool,
+        run_dir: Any = None,
     ) -> None:
         from rlctl.algorithms.kl import AdaptiveKLController, FixedKLController
 
@@ -64,6 +65,7 @@ class Trainer:
         self.replay = replay_buffer
         self.meter = meter
         self.use_object_refs = use_object_refs
+        self.run_dir = run_dir
         alg = recipe.algorithm
         self.uses_ref = alg.kl.apply_in != "none"
         self.uses_critic = recipe.critic.enabled
@@ -112,6 +114,7 @@ class Trainer:
 
         merged = mr.merge(partials)
         self.update_kl_controller(merged)
+        self.dump_rollouts(batch, step)
         self.cleanup(batch)
         return self.step_metrics(merged, batch, time.perf_counter() - started)
 
@@ -170,6 +173,14 @@ class Trainer:
         if "actor/kl" in merged and merged["actor/kl"][1] > 0:
             s, c, _, _ = merged["actor/kl"]
             self.kl_ctl.update(s / c, self.derived.samples_per_step)
+
+    def dump_rollouts(self, batch: KVBatchMeta, step: int) -> None:
+        """Decoded samples of this step to ``rollouts/step_N.jsonl`` (written by a worker)."""
+        count = min(self.recipe.logging.rollout_dump_samples, len(batch))
+        if count == 0 or self.run_dir is None:
+            return
+        path = f"{self.run_dir}/rollouts/step_{step}.jsonl"
+        self.rollout.call_rank(0, "dump_samples", meta=batch.select(list(range(count))), path=path)
 
     def cleanup(self, batch: KVBatchMeta) -> None:
         self.plane.kv_clear(list(batch.keys), batch.partition_id)

@@ -17,8 +17,19 @@ from rlctl.config.derived import Derived, derive
 from rlctl.config.recipe import Recipe
 
 
-def train_from_recipe(loaded: Any, *, local: bool = False, quiet: bool = False, resume: str | bool | None = None) -> int:
-    """Run training; returns the process exit code (0 ok, 1 run failure)."""
+def train_from_recipe(
+    loaded: Any,
+    *,
+    local: bool = False,
+    quiet: bool = False,
+    resume: str | bool | None = None,
+    force_resume: bool = False,
+) -> int:
+    """Run training; returns the process exit code (0 ok, 1 run failure).
+
+    ``resume``: ``True`` or ``"latest"`` resumes from the run's latest checkpoint, a path from
+    that checkpoint; ``force_resume`` accepts a config that differs in the math.
+    """
     from rich.console import Console
 
     err = Console(stderr=True)
@@ -35,7 +46,7 @@ def train_from_recipe(loaded: Any, *, local: bool = False, quiet: bool = False, 
         recipe = recipe.model_copy(update={"engines": engines})
         derived = derive(recipe)
     try:
-        run = Run(recipe, derived, quiet=quiet)
+        run = Run(recipe, derived, quiet=quiet, resume=resume, force_resume=force_resume)
         run.execute()
     except KeyboardInterrupt:
         err.print("[red]interrupted[/red]")
@@ -56,11 +67,27 @@ def train_from_recipe(loaded: Any, *, local: bool = False, quiet: bool = False, 
 class Run:
     """One training run: its directory, its session and its step loop."""
 
-    def __init__(self, recipe: Recipe, derived: Derived, *, quiet: bool) -> None:
+    def __init__(
+        self,
+        recipe: Recipe,
+        derived: Derived,
+        *,
+        quiet: bool,
+        resume: str | bool | None = None,
+        force_resume: bool = False,
+    ) -> None:
         self.recipe = recipe
         self.derived = derived
         self.quiet = quiet
+        self.resume = resume
+        self.force_resume = force_resume
         self.run_dir = Path(recipe.run.output_dir) / recipe.run.name
+
+    @property
+    def resume_path(self) -> str | None:
+        if self.resume in (None, False, True, "latest", ""):
+            return None
+        return str(self.resume)
 
     def write_run_info(self) -> None:
         import tomli_w
@@ -80,33 +107,42 @@ class Run:
         }
         (self.run_dir / "run_info.json").write_text(json.dumps(info, indent=2))
         metrics = self.run_dir / "metrics.jsonl"
-        if metrics.exists():
-            metrics.unlink()  # a fresh run starts a fresh metrics file
+        if metrics.exists() and not self.resume:
+            metrics.unlink()  # a fresh run starts a fresh metrics file; a resume appends
 
     def execute(self) -> None:
         from rlctl.registry import get_registry
         from rlctl.sinks.logger import MetricLogger
+        from rlctl.trainer.checkpointing import RunCheckpoints
         from rlctl.trainer.progress import StepProgress
         from rlctl.trainer.session import Session
 
         self.write_run_info()
         hooks = get_registry().pm.hook
-        total = self.recipe.schedule.total_steps
-        logger = MetricLogger.from_recipe(self.recipe, self.run_dir, quiet=self.quiet)
+        schedule = self.recipe.schedule
+        checkpoints = RunCheckpoints(self.recipe, self.run_dir)
         status = "failed"
-        with Session(self.recipe, self.derived, run_id=self.recipe.run.name) as session:
+        with Session(self.recipe, self.derived, run_id=self.recipe.run.name, run_dir=self.run_dir) as session:
             trainer = session.trainer
+            start = 1
+            if self.resume:
+                start = checkpoints.restore(session, self.resume_path, force=self.force_resume) + 1
+            logger = MetricLogger.from_recipe(self.recipe, self.run_dir, quiet=self.quiet)
             hooks.on_train_start(recipe=self.recipe, run_dir=str(self.run_dir))
             try:
-                with StepProgress(total, enabled=self.recipe.logging.progress and not self.quiet) as progress:
-                    for step in range(1, total + 1):
+                with StepProgress(schedule.total_steps, enabled=self.recipe.logging.progress and not self.quiet) as progress:
+                    progress.advance(start - 1, {})
+                    for step in range(start, schedule.total_steps + 1):
                         metrics = trainer.step(step)
-                        every = self.recipe.schedule.eval_every
-                        if every and (step % every == 0 or step == total):
+                        last = step == schedule.total_steps
+                        if schedule.eval_every and (step % schedule.eval_every == 0 or last):
                             metrics.update(trainer.validate(step))
                         logger.log(step, metrics)
                         hooks.on_step_end(step=step, metrics=metrics)
+                        if schedule.save_every and (step % schedule.save_every == 0 or last):
+                            checkpoints.save(session, step)
                         progress.advance(step, metrics)
+                checkpoints.export_hf(session)
                 status = "completed"
             finally:
                 logger.close()

@@ -37,6 +37,7 @@ class RolloutWorker:
         from rlctl.registry import get_registry
         from rlctl.trainer.device import pick_device
         from rlctl.rewards.reward_set import RewardSet
+        from rlctl.trainer.reward_sections import effective_rewards
 
         if self.threads:
             torch.set_num_threads(self.threads)
@@ -47,9 +48,17 @@ class RolloutWorker:
             RolloutEngineSpec(recipe=self.recipe, device=pick_device(self.recipe), seed=self.recipe.run.seed + 1000 * self.rank)
         )
         self.engine.load()
+        sync_name = self.recipe.engines.rollout.weight_sync or registry.get(
+            "rollout_engine", self.recipe.engines.rollout.backend
+        ).metadata.get("weight_sync", "in_process")
+        sync_reg = registry.get("weight_sync", sync_name)
+        sync_options = sync_reg.options() if sync_reg.options is not None else None
+        # The controller moves the exported weights here (object store in Ray mode); the
+        # registered weight-sync method applies them to the engine.
+        self.weight_sync = sync_reg.load()(sync_options)
         loop_cls = registry.load("agent_loop", self.recipe.rollout.agent_loop)
         self.agent_loop = loop_cls()
-        self.rewards = RewardSet.from_sections(list(self.recipe.rewards), registry)
+        self.rewards = RewardSet.from_sections(effective_rewards(self.recipe, registry), registry)
         eos = self.tokenizer.eos_token_id
         self.eos_ids = [eos] if isinstance(eos, int) else list(eos or [])
         return True
@@ -175,6 +184,30 @@ class RolloutWorker:
     async def _generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Any:
         return await self.engine.generate(prompt_ids, sampling)
 
+    # ------------------------------------------------------------------ inspection
+    def dump_samples(self, meta: KVBatchMeta, path: str) -> int:
+        """Write decoded samples of ``meta`` (prompt, response, reward, advantage) as JSON lines."""
+        from pathlib import Path
+
+        td = self.plane.kv_batch_get(list(meta.keys), meta.partition_id,
+                                     ["prompt_ids", "response_ids", "score", "advantages"])
+        rows = []
+        for i, (key, tags) in enumerate(zip(meta.keys, meta.tags, strict=True)):
+            adv = td["advantages"][i]
+            rows.append({
+                "key": key,
+                "step": tags.get("global_step"),
+                "prompt": self.tokenizer.decode(td["prompt_ids"][i].tolist(), skip_special_tokens=False),
+                "response": self.tokenizer.decode(td["response_ids"][i].tolist(), skip_special_tokens=False),
+                "reward": float(td["score"][i]),
+                "advantage": float(adv.float().mean()) if adv.numel() else 0.0,
+                "response_len": tags.get("response_len"),
+            })
+        out = Path(path)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return len(rows)
+
     # ------------------------------------------------------------------ weights
     def update_weights(self, weights: Any, version: int) -> int:
         """Load new policy weights (a state dict, or ``[ObjectRef]`` in Ray mode)."""
@@ -182,8 +215,15 @@ class RolloutWorker:
             import ray
 
             weights = ray.get(weights[0])
-        self.engine.update_weights(weights, version)
+        self.weight_sync(weights, self.engine, version)
         return self.engine.weight_version
+
+    def state_dict(self) -> dict[str, Any]:
+        """Sampler state: restoring it makes a resumed run draw the same samples."""
+        return self.engine.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.engine.load_state_dict(state)
 
     def weight_version(self) -> int:
         return self.engine.weight_version

@@ -28,7 +28,8 @@ def training_roles(recipe: Recipe) -> tuple[str, ...]:
 class Session:
     """Owns the run's processes; use as a context manager so everything is always closed."""
 
-    def __init__(self, recipe: Recipe, derived: Derived, *, run_id: str) -> None:
+    def __init__(self, recipe: Recipe, derived: Derived, *, run_id: str, run_dir: Any = None) -> None:
+        self.run_dir = run_dir
         self.recipe = recipe
         self.derived = derived
         self.run_id = run_id
@@ -60,7 +61,7 @@ class Session:
         local = recipe.resources.mode == "local"
         registry = get_registry()
         plane_reg = registry.get("data_plane", recipe.data_plane.backend)
-        needs_ray = not local or bool(plane_reg.metadata.get("needs_ray", False))
+        needs_ray = not local or bool(plane_reg.metadata.get("multi_process", False))
         if needs_ray and start_ray(address=recipe.resources.address, num_cpus=recipe.resources.num_cpus):
             self.stack.callback(stop_ray)
 
@@ -119,6 +120,7 @@ class Session:
             replay_buffer=self.replay,
             meter=self.meter,
             use_object_refs=not local,
+            run_dir=self.run_dir,
         )
         # Version 0: the rollout engines start from exactly the actor's initial weights.
         self.trainer.sync_weights(version=0)

@@ -212,6 +212,29 @@ class TrainingWorker:
             return [ray.put(state)]  # a list, so Ray hands the ref itself to the next actor
         return state
 
+    def save(self, path: str) -> None:
+        """Every rank writes its shards of every trainable role (and the frozen ref: no)."""
+        for role, engine in self.engines.items():
+            if role != "ref":  # the reference is the initial policy: rebuilt from the recipe
+                engine.save(os.path.join(path, role))
+
+    def load(self, path: str) -> None:
+        for role, engine in self.engines.items():
+            if role != "ref":
+                engine.load(os.path.join(path, role))
+
+    def export_hf(self, out_dir: str) -> str | None:
+        """Write the policy as an HF checkpoint (safetensors) from rank 0; all ranks gather."""
+        state = self.engines["actor"].export_weights()
+        if not state:
+            return None
+        from rlctl.checkpoint import export_hf
+        from rlctl.models.loading import load_tokenizer
+
+        model = self.engines["actor"].model
+        export_hf(state, model.config, load_tokenizer(self.recipe.model), out_dir)
+        return out_dir
+
     def close(self) -> None:
         for engine in self.engines.values():
             close = getattr(engine, "close", None)

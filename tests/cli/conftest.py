@@ -8,33 +8,38 @@ help texts are stable. Tests run from the repository root so that relative recip
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Iterator
 
 import pytest
-from typer.testing import CliRunner, Result
+from cli_helpers import ROOT, invoke
+from typer.testing import Result
 
 from rlctl.cli.app import build_app
+from rlctl.registry import PLUGINS_ENV, reset_registry
 
-ROOT = Path(__file__).resolve().parents[2]
-DATA = Path("tests/cli/recipes")  # relative to ROOT
+
+@pytest.fixture(scope="module", autouse=True)
+def _builtin_plugins_only() -> Iterator[None]:
+    """In-process CLI tests see built-ins only, so their output does not depend on which
+    third-party plugins happen to be installed (subprocess tests cover entry points).
+    Module scope: the setting ends with the CLI tests instead of leaking into later ones."""
+    saved = os.environ.get(PLUGINS_ENV)
+    os.environ[PLUGINS_ENV] = "none"
+    reset_registry()
+    yield
+    if saved is None:
+        os.environ.pop(PLUGINS_ENV, None)
+    else:
+        os.environ[PLUGINS_ENV] = saved
+    reset_registry()
 
 
 @pytest.fixture(autouse=True)
 def _repo_root_and_clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
-        if name.startswith("RLCTL_"):  # a developer's RLCTL_* must not leak into results
-            monkeypatch.delenv(name)
+        if name.startswith("RLCTL_") and name != PLUGINS_ENV:
+            monkeypatch.delenv(name)  # a developer's RLCTL_* must not leak into results
     monkeypatch.chdir(ROOT)
-
-
-def invoke(app, args: list[str], code: int) -> Result:  # type: ignore[no-untyped-def]
-    result = CliRunner().invoke(app, args)
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception  # a crash is a bug: show its traceback
-    assert result.exit_code == code, (
-        f"exit {result.exit_code} != {code}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}")
-    return result
 
 
 @pytest.fixture(scope="session")

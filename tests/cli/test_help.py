@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import invoke
+from cli_helpers import invoke
 from inline_snapshot import snapshot
 
 from rlctl.cli.app import build_app
@@ -215,3 +215,25 @@ def test_plugin_commands_are_added_and_a_broken_one_is_reported() -> None:
         registry.pm.unregister(name="broken-command-plugin")
         registry.failures[:] = [
             f for f in registry.failures if f.name != "broken-command-plugin"]
+
+
+def test_cli_reference_is_up_to_date() -> None:
+    from cli_helpers import ROOT
+
+    from rlctl.cli.reference import render_cli_reference
+
+    current = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    assert current == render_cli_reference(), (
+        "docs/cli.md is stale: run  python -m rlctl.cli.reference > docs/cli.md")
+
+
+def test_usage_errors_are_exit_2_with_a_hint(core_app) -> None:  # type: ignore[no-untyped-def]
+    missing = invoke(core_app, ["config", "validate"], 2)
+    assert missing.stderr == snapshot("""\
+Usage: rlctl config validate [OPTIONS] {RECIPE}...
+Try 'rlctl config validate --help' for help.
+
+Error: Missing argument 'RECIPE'.
+""")
+    typo = invoke(core_app, ["config", "vaildate", "x.toml"], 2)
+    assert typo.stderr.endswith("Error: No such command 'vaildate'. Did you mean 'validate'?\n")

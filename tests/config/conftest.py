@@ -12,12 +12,6 @@ from rlctl.config.loaded import LoadedRecipe
 from rlctl.config.problems import ConfigError, ConfigProblem
 from rlctl.registry import Registry, build_registry
 
-ROOT = Path(__file__).resolve().parents[2]
-RECIPES = sorted((ROOT / "recipes").glob("*.toml"))
-
-# The smallest valid recipe: every other value is a default.
-BASE = '[data]\ntask = "count_digits"\n'
-
 
 @pytest.fixture(scope="session")
 def registry() -> Registry:

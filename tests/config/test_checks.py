@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from conftest import BASE
+from config_helpers import BASE
 
 from rlctl.config.checks import load_recipe
 from rlctl.config.loaded import LoadedRecipe

@@ -7,7 +7,7 @@ import typing
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from config_helpers import ROOT
 from pydantic import BaseModel
 
 from rlctl import hookspecs

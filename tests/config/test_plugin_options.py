@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from conftest import BASE
+from config_helpers import BASE
 
 from rlctl.config.problems import ConfigProblem
 
@@ -30,11 +30,13 @@ flush_every = 10
 @pytest.mark.parametrize(
     ("table", "path"),
     [
-        ("[engines.train.options]\nmixed_precison = 'bf16'", "engines.train.options.mixed_precison"),
+        ("[engines.train.options]\nmixed_precison = 'bf16'",
+         "engines.train.options.mixed_precison"),
         ("[engines.rollout.options]\ngeneration_batch_size = -1",
          "engines.rollout.options.generation_batch_size"),
         ("[data.task_options]\nmax_digit = 3", "data.task_options.max_digit"),
-        ("[algorithm.loss]\npolicy_loss = 'clip_cov'\n[algorithm.loss.options]\nclip_cov_ratio = 'x'",
+        ("[algorithm.loss]\npolicy_loss = 'clip_cov'\n"
+         "[algorithm.loss.options]\nclip_cov_ratio = 'x'",
          "algorithm.loss.options.clip_cov_ratio"),
         ("[algorithm]\nestimator = 'gpg'\n[algorithm.estimator_options]\nfnorm = 1",
          "algorithm.estimator_options.fnorm"),

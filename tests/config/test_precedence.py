@@ -89,3 +89,13 @@ def test_a_table_replacing_nothing_leaves_other_keys_default(write: Callable[...
     r = resolve([write("[critic]\nlr = 1e-4\n")], [], {})
     assert r.merged.source_of(("critic", "lr")) != "default"
     assert r.merged.source_of(("critic", "enabled")) == "default"
+
+
+def test_field_name_and_alias_are_one_key(write: Callable[..., Path]) -> None:
+    a = write('[algorithm.kl]\nin = "loss"\n', "a.toml")
+    b = write('[algorithm.kl]\napply_in = "reward"\n', "b.toml")
+    r = resolve([a, b], [], {})
+    assert r.recipe.algorithm.kl.apply_in == "reward"  # the later file wins
+    assert r.merged.source_of(("algorithm", "kl", "in")) == str(b)
+    r = resolve([b], ["algorithm.kl.in=none"], {})
+    assert r.recipe.algorithm.kl.apply_in == "none"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from conftest import BASE
+from config_helpers import BASE
 
 from rlctl.config.problems import ConfigProblem, format_problems
 
@@ -92,9 +92,10 @@ def test_section_given_as_a_value(problems: Problems) -> None:
 
 
 def test_missing_files_are_all_reported(problems: Problems, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import pytest
+
     from rlctl.config.checks import load_recipe
     from rlctl.config.problems import ConfigError
-    import pytest
 
     with pytest.raises(ConfigError) as err:
         load_recipe([tmp_path / "a.toml", tmp_path / "b.toml"], env={})
@@ -110,7 +111,8 @@ def test_report_format() -> None:
     ])
     assert text == (
         "error: the recipe has 2 problems:\n"
-        "  algorithm.group_size: 0 is out of range (must be > 0)  [from -s algorithm.group_size=0]\n"
+        "  algorithm.group_size: 0 is out of range (must be > 0)"
+        "  [from -s algorithm.group_size=0]\n"
         "      fix: use a value > 0\n"
         "  x.toml: recipe file not found\n"
         "      fix: check the path"

@@ -6,7 +6,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import RECIPES
+from config_helpers import RECIPES
 
 from rlctl.config.checks import load_recipe
 from rlctl.config.recipe import Recipe

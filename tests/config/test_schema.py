@@ -5,7 +5,7 @@ from __future__ import annotations
 import tomllib
 
 import pytest
-from conftest import RECIPES
+from config_helpers import RECIPES
 
 from rlctl.config.schema import build_schema
 from rlctl.registry import Registry

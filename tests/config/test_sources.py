@@ -20,7 +20,8 @@ from rlctl.config.sources import env_layers, parse_override, read_recipe_file
         ('run.name="x y"', {"run": {"name": "x y"}}),
         ("logging.sinks=['console']", {"logging": {"sinks": ["console"]}}),
         ("data.task_options={max_digits = 3}", {"data": {"task_options": {"max_digits": 3}}}),
-        ('logging.sink_options."my.sink".x=1', {"logging": {"sink_options": {"my.sink": {"x": 1}}}}),
+        ('logging.sink_options."my.sink".x=1',
+         {"logging": {"sink_options": {"my.sink": {"x": 1}}}}),
         ("run.name=", {"run": {"name": ""}}),
         ("run.name=1\nrun.seed=2", {"run": {"name": "1\nrun.seed=2"}}),  # no smuggled keys
     ],

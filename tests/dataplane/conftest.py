@@ -17,7 +17,8 @@ os.environ.setdefault("TQ_LOGGING_LEVEL", "ERROR")
 def ray_cluster():
     import ray
 
-    if not ray.is_initialized():
+    started = not ray.is_initialized()  # another suite's session cluster is reused, not shut
+    if started:
         ray.init(
             num_cpus=4,
             include_dashboard=False,
@@ -26,7 +27,8 @@ def ray_cluster():
             log_to_driver=False,
         )
     yield ray
-    ray.shutdown()
+    if started:
+        ray.shutdown()
 
 
 @pytest.fixture(scope="session")
@@ -45,3 +47,9 @@ def tq_plane_session(ray_cluster):
     plane = open_data_plane("transferqueue", {}, run_id="tests")
     yield plane
     plane.close()
+
+
+def pytest_configure(config):
+    # Ray object-store reads are read-only numpy views by design; the data plane copies out of
+    # them (or hands them out as documented with zero_copy_reads). torch warns once about it.
+    config.addinivalue_line("filterwarnings", "ignore:The given NumPy array is not writable")

@@ -1,4 +1,4 @@
-"""The shared contract on the ``transferqueue`` backend (TQ really started, on the shared cluster)."""
+"""The shared contract on the ``transferqueue`` backend (TQ really started, shared cluster)."""
 
 import pytest
 

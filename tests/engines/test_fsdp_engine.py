@@ -34,7 +34,8 @@ def test_log_probs_equal_plain_hf_forward(one_rank):
     model = load_causal_lm(fw.recipe().model, seed=3).eval()
     with torch.no_grad():
         for i in range(batch.batch_size):
-            prompt = batch.input_ids[i, : batch.prompt_width][batch.attention_mask[i, : batch.prompt_width].bool()]
+            width = batch.prompt_width
+            prompt = batch.input_ids[i, :width][batch.attention_mask[i, :width].bool()]
             resp = batch.responses[i][batch.response_mask[i].bool()]
             logits = model(torch.cat([prompt, resp])[None]).logits[0, len(prompt) - 1 : -1]
             want, want_ent = token_log_probs(logits[None], resp[None], 0.7, True)

@@ -158,3 +158,11 @@ def test_from_recipe_and_quiet_leaves_out_the_console(tmp_path: Path) -> None:
     quiet = MetricLogger.from_recipe(recipe, tmp_path, quiet=True, registry=registry)
     assert list(quiet.sinks) == ["jsonl"]
     quiet.close()
+
+
+def test_default_report_goes_to_stderr_verbatim(capsys: pytest.CaptureFixture[str]) -> None:
+    logger = MetricLogger({"flaky": DashboardDownSink()})
+    logger.log(1, {"x": 1.0, "[logging] bad": [1]})
+    err = capsys.readouterr().err
+    assert "warning: metrics ['[logging] bad'] are not scalars" in err
+    assert "metric sink 'flaky' failed at step 1" in err

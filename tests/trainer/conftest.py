@@ -55,3 +55,8 @@ def make_recipe(tmp_path):
         return tiny_recipe(tmp_path, **patch)
 
     return make
+
+
+@pytest.fixture(name="read_metrics")
+def read_metrics_fixture():
+    return read_metrics

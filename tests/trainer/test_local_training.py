@@ -7,7 +7,6 @@ import pytest
 from rlctl.trainer.entry import Run, train_from_recipe
 from rlctl.config.derived import derive
 
-from .conftest import read_metrics
 
 VERL_NAMES = [
     "critic/score/mean",
@@ -22,14 +21,18 @@ VERL_NAMES = [
 ]
 
 
-def _run(recipe):
-    Run(recipe, derive(recipe), quiet=True).execute()
-    return read_metrics(recipe)
+@pytest.fixture
+def run(read_metrics):
+    def _run(recipe):
+        Run(recipe, derive(recipe), quiet=True).execute()
+        return read_metrics(recipe)
+
+    return _run
 
 
-def test_steps_log_verl_metric_names(make_recipe):
+def test_steps_log_verl_metric_names(make_recipe, run):
     recipe = make_recipe()
-    rows = _run(recipe)
+    rows = run(recipe)
     assert [r["step"] for r in rows] == [1, 2, 3]
     for name in VERL_NAMES:
         assert name in rows[-1], name
@@ -42,32 +45,32 @@ def _deterministic(rows):
     return [{k: v for k, v in r.items() if not k.startswith(("timing_s/", "perf/")) and k != "time"} for r in rows]
 
 
-def test_local_mode_is_deterministic_given_the_seed(make_recipe, tmp_path):
-    first = _run(make_recipe(run={"name": "a"}))
-    second = _run(make_recipe(run={"name": "b"}))
+def test_local_mode_is_deterministic_given_the_seed(make_recipe, run):
+    first = run(make_recipe(run={"name": "a"}))
+    second = run(make_recipe(run={"name": "b"}))
     assert _deterministic(first) == _deterministic(second)
 
 
-def test_controller_bytes_stay_flat_when_responses_grow_8x(make_recipe):
+def test_controller_bytes_stay_flat_when_responses_grow_8x(make_recipe, run):
     """The controller moves metadata only: its bytes per sample do not grow with length."""
     short = make_recipe(run={"name": "short"}, rollout={"max_new_tokens": 4},
                         engines={"rollout": {"options": {"ignore_eos": True}}}, schedule={"total_steps": 2})
     long = make_recipe(run={"name": "long"}, rollout={"max_new_tokens": 32},
                        engines={"rollout": {"options": {"ignore_eos": True}}}, schedule={"total_steps": 2})
-    s, l = _run(short)[-1], _run(long)[-1]
+    s, l = run(short)[-1], run(long)[-1]
     assert l["response_length/mean"] >= 7.5 * s["response_length/mean"]
     # a few bytes of tags differ (e.g. "32" vs "4"); per-token data would add >= 28*4 bytes
     assert abs(l["perf/controller_bytes_per_sample"] - s["perf/controller_bytes_per_sample"]) < 16
 
 
 @pytest.mark.parametrize("estimator", ["rloo", "dr_grpo", "reinforce_plus_plus"])
-def test_other_estimators_run(make_recipe, estimator):
-    rows = _run(make_recipe(run={"name": estimator}, algorithm={"estimator": estimator}, schedule={"total_steps": 2}))
+def test_other_estimators_run(make_recipe, run, estimator):
+    rows = run(make_recipe(run={"name": estimator}, algorithm={"estimator": estimator}, schedule={"total_steps": 2}))
     assert len(rows) == 2
 
 
-def test_gae_with_critic_and_kl_in_loss(make_recipe):
-    rows = _run(make_recipe(
+def test_gae_with_critic_and_kl_in_loss(make_recipe, run):
+    rows = run(make_recipe(
         run={"name": "gae"},
         algorithm={"estimator": "gae", "group_size": 1, "kl": {"in": "loss", "coef": 0.01}},
         critic={"enabled": True, "lr": 1e-3},

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from rlctl_plugin_example.estimators import median_baseline_advantage
+from rlctl_plugin_example.rewards import numeric_closeness
 
 from rlctl.config.checks import load_recipe
 from rlctl.config.problems import ConfigError
 from rlctl.registry import build_registry
 from rlctl.rewards.base import RewardInput
-from rlctl_plugin_example.estimators import median_baseline_advantage
-from rlctl_plugin_example.rewards import numeric_closeness
 
 HERE = Path(__file__).resolve().parents[1]
 RECIPES = HERE.parents[1] / "recipes"

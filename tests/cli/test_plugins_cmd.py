@@ -1,0 +1,114 @@
+"""``rlctl plugins list``: built-ins, third-party entry points, and plugins that fail."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+import pytest
+from cli_helpers import DATA, ROOT
+from inline_snapshot import snapshot
+
+from rlctl import __version__
+from rlctl.registry import BUILTIN_MODULES
+
+
+def test_json_lists_every_builtin_with_what_it_registered(rlctl) -> None:  # type: ignore[no-untyped-def]
+    report = json.loads(rlctl("plugins", "list", "--json").stdout)
+    plugins = {p["name"]: p for p in report["plugins"]}
+    assert list(plugins) == list(BUILTIN_MODULES)  # RLCTL_PLUGINS=none in these tests
+    for p in plugins.values():
+        assert (p["distribution"], p["version"], p["builtin"]) == ("rlctl", __version__, True)
+    names = {
+        kind: {r["name"]: r["implemented"] for p in plugins.values()
+               for r in p["registered"].get(kind, [])}
+        for kind in ("model_engine", "rollout_engine", "data_plane")
+    }
+    assert {"fsdp", "megatron"} <= set(names["model_engine"])
+    assert {"hf", "vllm", "sglang"} <= set(names["rollout_engine"])
+    assert {"memory", "ray", "transferqueue"} <= set(names["data_plane"])
+    assert names["model_engine"]["megatron"] is False
+    fsdp = next(r for r in plugins["rlctl.plugins.model_engines"]["registered"]["model_engine"]
+                if r["name"] == "fsdp")
+    assert "mixed_precision" in fsdp["options"]
+    assert report["failures"] == []
+
+
+def test_text_marks_names_that_are_not_implemented_yet(rlctl) -> None:  # type: ignore[no-untyped-def]
+    text = rlctl("plugins", "list").stdout
+    block = next(b for b in text.split("\n\n") if b.startswith("rlctl.plugins.model_engines"))
+    assert block.splitlines()[0] == f"rlctl.plugins.model_engines  (rlctl {__version__}, built-in)"
+    assert "megatron (not implemented yet)" in block
+
+
+def _rlctl(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("RLCTL_")}
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "rlctl", *args], cwd=ROOT, env=full_env,
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def _example_installed() -> bool:
+    try:
+        version("rlctl-plugin-example")
+    except PackageNotFoundError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _example_installed(),
+                    reason="pip install -e examples/rlctl-plugin-example (CI does)")
+def test_installed_example_plugin_is_listed_and_selectable() -> None:
+    listed = _rlctl("plugins", "list")
+    assert listed.returncode == 0, listed.stderr
+    block = next(b for b in listed.stdout.split("\n\n") if b.startswith("example ")).rstrip()
+    assert block == snapshot("""\
+example  (rlctl-plugin-example 0.1.0, module rlctl_plugin_example.plugin)
+  advantage estimator: median_baseline
+  reward function: numeric_closeness\
+""")
+    ok = _rlctl("config", "validate", "recipes/tiny_grpo.toml",
+                "examples/rlctl-plugin-example/recipe.toml")
+    assert ok.returncode == 0, ok.stderr
+    assert "median_baseline" in ok.stdout
+
+
+def _fake_broken_plugins(root: Path) -> None:
+    """Two installed-looking distributions whose plugins are broken in different ways."""
+    dist = root / "broken_rlctl_plugins-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: broken-rlctl-plugins\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(
+        "[rlctl]\nbroken = broken_import_mod\nmisspelt = misspelt_hook_mod\n")
+    (root / "broken_import_mod.py").write_text(
+        'raise ImportError("needs a library that is not installed")\n')
+    (root / "misspelt_hook_mod.py").write_text(
+        "from rlctl.hookspecs import hookimpl\n\n\n@hookimpl\n"
+        "def register_reward_function(register):  # missing 's'\n    pass\n")
+
+
+def test_broken_plugins_are_reported_and_never_break_the_cli(tmp_path: Path) -> None:
+    _fake_broken_plugins(tmp_path)
+    env = {"PYTHONPATH": str(tmp_path)}
+    listed = _rlctl("plugins", "list", "--json", env=env)
+    assert listed.returncode == 0, listed.stderr
+    failures = {f["name"]: f for f in json.loads(listed.stdout)["failures"]}
+    assert set(failures) == {"broken", "misspelt"}
+    assert failures["broken"]["source"] == "broken_import_mod"
+    assert failures["broken"]["error"].startswith(
+        "ImportError: needs a library that is not installed")
+    assert "register_reward_function" in failures["misspelt"]["error"]
+    text = _rlctl("plugins", "list", env=env).stdout
+    assert "failed to load:\n  broken (broken_import_mod): ImportError" in text
+    valid = _rlctl("config", "validate", str(DATA / "small.toml"), env=env)
+    assert valid.returncode == 0, valid.stderr
+    # a name the broken plugin would have provided points at the failure
+    bad = _rlctl("config", "validate", str(DATA / "small.toml"), "-s",
+                 "data_plane.backend=redis", env=env)
+    assert bad.returncode == 2
+    assert "plugins that failed to load: broken, misspelt" in bad.stderr
