@@ -13,7 +13,7 @@ from rlctl.config.recipe import Recipe
 from rlctl.protocol.kv import KVBatchMeta
 from rlctl.trainer import metric_reduce as mr
 from rlctl.trainer.reward_sections import effective_rewards
-from rlctl.trainer.fields import mask_from_lengths, tag_column, to_jagged, to_padded
+from rlctl.trainer.fields import mask_from_lengths, to_jagged, to_padded
 
 # estimator `requires` name -> data-plane field holding it
 REQUIRED_FIELDS = {
@@ -45,7 +45,7 @@ def run_advantage_phase(plane: Any, meta: KVBatchMeta, recipe: Recipe, registry:
     wanted = list(dict.fromkeys(wanted))
     keys = list(meta.keys)
     td = plane.kv_batch_get(keys, meta.partition_id, wanted)
-    lengths = [int(x) for x in tag_column(meta.tags, "response_len")]
+    lengths = [int(x) for x in meta.tag_values("response_len")]
     width = max(lengths)
     mask = mask_from_lengths(lengths, width)  # [B, R]
     scores = td["score"].float().reshape(-1)  # [B]
@@ -76,7 +76,7 @@ def run_advantage_phase(plane: Any, meta: KVBatchMeta, recipe: Recipe, registry:
     advantages, returns = estimator(
         token_level_rewards=token_rewards,
         response_mask=mask,
-        index=tag_column(meta.tags, "uid"),
+        index=meta.tag_values("uid"),
         gamma=alg.gamma,
         lam=alg.lam,
         norm_adv_by_std_in_grpo=alg.norm_adv_by_std,
@@ -98,8 +98,8 @@ def run_advantage_phase(plane: Any, meta: KVBatchMeta, recipe: Recipe, registry:
     partials["critic/advantages"] = mr.partial_of(advantages[valid].tolist())
     partials["critic/returns"] = mr.partial_of(returns[valid].tolist())
     partials["response_length"] = mr.partial_of(lengths)
-    partials["prompt_length"] = mr.partial_of(tag_column(meta.tags, "prompt_len"))
-    finish = tag_column(meta.tags, "finish_reason")
+    partials["prompt_length"] = mr.partial_of(meta.tag_values("prompt_len"))
+    finish = meta.tag_values("finish_reason")
     partials["response_length/clip_ratio"] = mr.partial_of([1.0 if f == "length" else 0.0 for f in finish])
     for name in reward_names:  # each reward logged on its own, e.g. reward/digits_match
         partials[name] = mr.partial_of(td[name].float().reshape(-1).tolist())

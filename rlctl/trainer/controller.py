@@ -131,12 +131,30 @@ class Trainer:
             [dict(prompts=c, partition=partition, global_step=step, sampling=sampling, group_size=n) for c in chunks],
         )
         try:
-            batch = self.replay.sample(partition, step, timeout=self.recipe.schedule.sample_timeout_s)
-        finally:
+            batch = self.wait_for_samples(partition, step, pending)
             counts = self.rollout.wait(pending, timeout=self.recipe.schedule.sample_timeout_s)
+        finally:
             self.plane.kv_clear(list(prompts.keys), prompts.partition_id)
         self.rollout_counts = mr.merge([{k: mr.scalar_partial(v) for k, v in c.items()} for c in counts])
         return batch
+
+    def wait_for_samples(self, partition: str, step: int, pending: Any) -> KVBatchMeta:
+        """The replay buffer's answer for ``step``; fails at once if a rollout worker failed.
+
+        Readiness is pushed by the data plane, so ``sample`` returns within milliseconds of the
+        last put; waiting in slices lets a crashed worker surface now, not after the timeout.
+        """
+        from rlctl.dataplane import SampleTimeout
+
+        deadline = time.monotonic() + self.recipe.schedule.sample_timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                return self.replay.sample(partition, step, timeout=max(min(remaining, 1.0), 0.0))
+            except SampleTimeout:
+                self.rollout.raise_if_failed(pending)
+                if time.monotonic() >= deadline:
+                    raise
 
     def balance(self, batch: KVBatchMeta) -> tuple[list[KVBatchMeta], int]:
         """Sequence-length balancing across training ranks, from ``seq_len`` tags only."""

@@ -1,5 +1,7 @@
 """Converting between the data plane's jagged per-sample fields and engines' padded [B, R].
 
+Per-row indexing of a nested tensor dispatches through torch's nested-tensor machinery (about
+a millisecond per row); these helpers work on the packed ``values`` / ``offsets`` instead.
 Lengths come from the ``response_len`` / ``prompt_len`` tags, so no tensor has to travel to
 find out how long a sample is.
 """
@@ -8,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+
+from rlctl.dataplane import jagged
 
 
 def mask_from_lengths(lengths: Sequence[int], width: int | None = None) -> Any:
@@ -19,36 +23,47 @@ def mask_from_lengths(lengths: Sequence[int], width: int | None = None) -> Any:
     return (torch.arange(width).unsqueeze(0) < lens.unsqueeze(1)).float()
 
 
+def rows(value: Any) -> list[Any]:
+    """The per-sample 1-D tensors of a jagged field (views into one buffer, no NT ops)."""
+    values, offsets = jagged.unpack(value)
+    bounds = offsets.tolist()
+    return [values[bounds[i] : bounds[i + 1]] for i in range(len(bounds) - 1)]
+
+
 def to_padded(value: Any, lengths: Sequence[int], pad: float = 0.0) -> Any:
-    """A jagged nested tensor / list of 1-D tensors / dense [B, T] -> right-padded [B, max(lengths)]."""
+    """A jagged field -> right-padded ``[B, max(lengths)]``; dense ``[B, T]`` is cut/padded."""
     import torch
 
     width = max(lengths) if lengths else 0
-    if isinstance(value, torch.Tensor) and not value.is_nested:
-        if value.dim() == 1:
-            return value
-        out = value[:, :width].clone()
-        if out.shape[1] < width:
-            out = torch.nn.functional.pad(out, (0, width - out.shape[1]), value=pad)
-        return out
-    rows = list(value.unbind()) if isinstance(value, torch.Tensor) else list(value)
-    out = torch.full((len(rows), width), pad, dtype=rows[0].dtype if rows else torch.float32)
-    for i, (row, n) in enumerate(zip(rows, lengths, strict=True)):
-        out[i, :n] = row[:n]
+    if jagged.is_jagged(value):
+        values, offsets = jagged.unpack(value)
+        padded, _ = jagged.padded_from_values(values, offsets - offsets[0], pad)
+        value = padded
+    if value.dim() == 1:
+        return value
+    out = value[:, :width]
+    if out.shape[1] < width:
+        out = torch.nn.functional.pad(out, (0, width - out.shape[1]), value=pad)
     return out
 
 
 def to_jagged(padded: Any, lengths: Sequence[int]) -> Any:
-    """[B, R] padded -> jagged nested tensor of rows ``padded[i, :lengths[i]]`` (no padding stored)."""
+    """[B, R] padded -> jagged rows ``padded[i, :lengths[i]]`` (no padding stored)."""
     import torch
 
-    return torch.nested.as_nested_tensor(
-        [padded[i, : int(n)].contiguous() for i, n in enumerate(lengths)], layout=torch.jagged
-    )
+    return jagged.from_padded(padded.contiguous(), torch.as_tensor(list(lengths), dtype=torch.int64))
 
 
-def tag_column(tags: Sequence[dict], name: str) -> list[Any]:
-    missing = [i for i, t in enumerate(tags) if name not in t]
-    if missing:
-        raise KeyError(f"tag {name!r} missing on {len(missing)} sample(s), e.g. index {missing[0]}")
-    return [t[name] for t in tags]
+def from_rows(items: Sequence[Sequence[float]], dtype: Any) -> Any:
+    """Jagged field from Python lists (one list per sample), built in one copy."""
+    import torch
+
+    return jagged.from_list([torch.as_tensor(list(x), dtype=dtype) for x in items])
+
+
+def non_tensor_column(td: Any, key: str) -> list[Any]:
+    """A non-tensor per-sample field (strings, JSON) as a list."""
+    value = td.get(key)
+    if hasattr(value, "tolist"):
+        return list(value.tolist())
+    return list(value)

@@ -12,10 +12,12 @@ import asyncio
 import json
 import os
 import traceback
+from dataclasses import dataclass
 from typing import Any
 
 from rlctl.config.recipe import Recipe
 from rlctl.protocol.kv import KVBatchMeta, make_key
+from rlctl.trainer.fields import from_rows, non_tensor_column, rows
 from rlctl.trainer.agent_loop import AgentOutput, PromptRecord, SamplingParams
 
 
@@ -79,110 +81,17 @@ class RolloutWorker:
         td = self.plane.kv_batch_get(
             list(prompts.keys), prompts.partition_id, ["prompt_ids", "ground_truth", "data_source"]
         )
-        records = []
-        prompt_ids = td["prompt_ids"]
-        for i, key in enumerate(prompts.keys):
-            records.append(
-                PromptRecord(
-                    uid=key,
-                    prompt_ids=[int(t) for t in prompt_ids[i].tolist()],
-                    ground_truth=json.loads(_non_tensor(td, "ground_truth", i)),
-                    data_source=str(_non_tensor(td, "data_source", i)),
-                )
-            )
-        n_per_prompt = [int(tags.get("n", group_size)) for tags in prompts.tags]
-        counts = asyncio.run(self._run_all(records, n_per_prompt, partition, global_step, sampling))
-        return counts
-
-    async def _run_all(self, records, n_per_prompt, partition, global_step, sampling) -> dict[str, float]:
-        results = await asyncio.gather(
-            *(
-                self._run_prompt(rec, n, partition, global_step, sampling)
-                for rec, n in zip(records, n_per_prompt, strict=True)
-            )
-        )
-        return {"outputs": float(sum(r[0] for r in results)), "failures": float(sum(r[1] for r in results))}
-
-    async def _run_prompt(self, rec: PromptRecord, n: int, partition: str, global_step: int, sampling: SamplingParams) -> tuple[int, int]:
-        sessions = await asyncio.gather(
-            *(self.agent_loop.run(rec, s, sampling, self._generate) for s in range(n)),
-            return_exceptions=True,
-        )
-        outputs: list[tuple[str, AgentOutput]] = []
-        failures: list[tuple[str, str]] = []
-        for session_id, result in enumerate(sessions):
-            if isinstance(result, BaseException):
-                err = "".join(traceback.format_exception_only(type(result), result)).strip()
-                failures.append((make_key(rec.uid, session_id, 0), err))
-                continue
-            for index, out in enumerate(result):
-                outputs.append((make_key(rec.uid, session_id, index), out))
-        if outputs:
-            await self._put_outputs(rec, outputs, partition, global_step)
-        if failures:
-            tags = [
-                {"uid": rec.uid, "global_step": global_step, "status": "failure", "error": err, "seq_len": 0}
-                for _, err in failures
-            ]
-            await self.plane.async_kv_batch_put([k for k, _ in failures], partition, None, tags)
-        return len(outputs), len(failures)
-
-    async def _put_outputs(self, rec: PromptRecord, outputs: list[tuple[str, AgentOutput]], partition: str, global_step: int) -> None:
-        import torch
-        from tensordict import TensorDict
-
-        from rlctl.rewards.base import RewardInput
-
-        scores, components = [], []
-        for _, out in outputs:
-            sample = RewardInput.from_tokens(
-                self.tokenizer,
-                prompt_ids=out.prompt_ids,
-                response_ids=out.response_ids,
-                ground_truth=rec.ground_truth,
-                data_source=rec.data_source,
-                eos_token_ids=self.eos_ids,
-                extra=out.extra,
-            )
-            result = self.rewards(sample)  # {"score", "<name>", "<name>/<component>"}
-            scores.append(float(result["score"]))
-            components.append({f"reward/{k}": float(v) for k, v in result.items() if k != "score"})
-        b = len(outputs)
-        fields: dict[str, Any] = {
-            # jagged [B, (P_i)] / [B, (R_i)]: stored without padding
-            "prompt_ids": torch.nested.as_nested_tensor(
-                [torch.tensor(o.prompt_ids, dtype=torch.long) for _, o in outputs], layout=torch.jagged
-            ),
-            "response_ids": torch.nested.as_nested_tensor(
-                [torch.tensor(o.response_ids or [self.tokenizer.pad_token_id], dtype=torch.long) for _, o in outputs],
-                layout=torch.jagged,
-            ),
-            "rollout_log_probs": torch.nested.as_nested_tensor(
-                [torch.tensor(o.rollout_log_probs or [0.0], dtype=torch.float32) for _, o in outputs],
-                layout=torch.jagged,
-            ),
-            "score": torch.tensor(scores, dtype=torch.float32),  # [B]
-        }
-        for name in sorted({k for c in components for k in c}):
-            fields[name] = torch.tensor([c.get(name, 0.0) for c in components], dtype=torch.float32)
-        td = TensorDict(fields, batch_size=[b])
-        tags = [
-            {
-                "uid": rec.uid,
-                "global_step": global_step,
-                "status": "success",
-                "prompt_len": len(o.prompt_ids),
-                "response_len": len(o.response_ids),
-                "seq_len": len(o.prompt_ids) + len(o.response_ids),
-                "weight_version": o.weight_version,
-                "finish_reason": o.finish_reason,
-            }
-            for _, o in outputs
+        truths = non_tensor_column(td, "ground_truth")
+        sources = non_tensor_column(td, "data_source")
+        records = [
+            PromptRecord(uid=key, prompt_ids=ids.tolist(), ground_truth=json.loads(truth), data_source=str(source))
+            for key, ids, truth, source in zip(prompts.keys, rows(td["prompt_ids"]), truths, sources, strict=True)
         ]
-        await self.plane.async_kv_batch_put([k for k, _ in outputs], partition, td, tags)
-
-    async def _generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Any:
-        return await self.engine.generate(prompt_ids, sampling)
+        n_per_prompt = [int(tags.get("n", group_size)) for tags in prompts.tags]
+        # The actor itself stays synchronous (Ray would otherwise run it as an async actor);
+        # one event loop per call drives the sessions concurrently so the engine batches them.
+        step = _StepRollout(self, partition, global_step, sampling)
+        return asyncio.run(step.run_all(records, n_per_prompt))
 
     # ------------------------------------------------------------------ inspection
     def dump_samples(self, meta: KVBatchMeta, path: str) -> int:
@@ -192,21 +101,23 @@ class RolloutWorker:
         td = self.plane.kv_batch_get(list(meta.keys), meta.partition_id,
                                      ["prompt_ids", "response_ids", "score", "advantages"])
         rows = []
+        prompt_rows, response_rows, adv_rows = rows(td["prompt_ids"]), rows(td["response_ids"]), rows(td["advantages"])
+        out_rows = []
         for i, (key, tags) in enumerate(zip(meta.keys, meta.tags, strict=True)):
-            adv = td["advantages"][i]
-            rows.append({
+            adv = adv_rows[i]
+            out_rows.append({
                 "key": key,
                 "step": tags.get("global_step"),
-                "prompt": self.tokenizer.decode(td["prompt_ids"][i].tolist(), skip_special_tokens=False),
-                "response": self.tokenizer.decode(td["response_ids"][i].tolist(), skip_special_tokens=False),
+                "prompt": self.tokenizer.decode(prompt_rows[i].tolist(), skip_special_tokens=False),
+                "response": self.tokenizer.decode(response_rows[i].tolist(), skip_special_tokens=False),
                 "reward": float(td["score"][i]),
                 "advantage": float(adv.float().mean()) if adv.numel() else 0.0,
                 "response_len": tags.get("response_len"),
             })
         out = Path(path)
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text("".join(json.dumps(r) + "\n" for r in rows))
-        return len(rows)
+        out.write_text("".join(json.dumps(r) + "\n" for r in out_rows))
+        return len(out_rows)
 
     # ------------------------------------------------------------------ weights
     def update_weights(self, weights: Any, version: int) -> int:
@@ -237,13 +148,129 @@ class RolloutWorker:
         return os.getpid()
 
 
-def _non_tensor(td: Any, key: str, i: int) -> Any:
-    value = td.get(key)
-    if hasattr(value, "tolist") and not hasattr(value, "dtype"):
-        return value.tolist()[i]
-    if isinstance(value, (list, tuple)):
-        return value[i]
-    data = getattr(value, "data", None)
-    if isinstance(data, (list, tuple)):
-        return data[i]
-    return td[i][key] if not isinstance(td[i][key], str) else td[i][key]
+@dataclass
+class _Scored:
+    """One output with its reward, waiting to be written."""
+
+    key: str
+    uid: str
+    out: AgentOutput
+    score: float
+    parts: dict[str, float]
+
+
+class _StepRollout:
+    """The sessions of one ``generate`` call, run concurrently on one event loop."""
+
+    def __init__(self, worker: RolloutWorker, partition: str, global_step: int, sampling: SamplingParams) -> None:
+        self.worker = worker
+        self.partition = partition
+        self.global_step = global_step
+        self.sampling = sampling
+        self._buffer: list[_Scored] = []
+        self._flushing: asyncio.Future | None = None
+
+    async def run_all(self, records: list[PromptRecord], n_per_prompt: list[int]) -> dict[str, float]:
+        results = await asyncio.gather(
+            *(
+                self._run_prompt(rec, n)
+                for rec, n in zip(records, n_per_prompt, strict=True)
+            )
+        )
+        return {"outputs": float(sum(r[0] for r in results)), "failures": float(sum(r[1] for r in results))}
+
+    async def _run_prompt(self, rec: PromptRecord, n: int) -> tuple[int, int]:
+        sessions = await asyncio.gather(
+            *(self.worker.agent_loop.run(rec, s, self.sampling, self._generate) for s in range(n)),
+            return_exceptions=True,
+        )
+        outputs: list[_Scored] = []
+        failures: list[tuple[str, str]] = []
+        for session_id, result in enumerate(sessions):
+            if isinstance(result, BaseException):
+                err = "".join(traceback.format_exception_only(type(result), result)).strip()
+                failures.append((make_key(rec.uid, session_id, 0), err))
+                continue
+            for index, out in enumerate(result):
+                outputs.append(self._score(make_key(rec.uid, session_id, index), rec, out))
+        if outputs:
+            await self._write(outputs)
+        if failures:
+            tags = [
+                {"uid": rec.uid, "global_step": self.global_step, "status": "failure", "error": err, "seq_len": 0}
+                for _, err in failures
+            ]
+            await self.worker.plane.async_kv_batch_put([k for k, _ in failures], self.partition, None, tags)
+        return len(outputs), len(failures)
+
+    def _score(self, key: str, rec: PromptRecord, out: AgentOutput) -> _Scored:
+        from rlctl.rewards.base import RewardInput
+
+        sample = RewardInput.from_tokens(
+            self.worker.tokenizer,
+            prompt_ids=out.prompt_ids,
+            response_ids=out.response_ids,
+            ground_truth=rec.ground_truth,
+            data_source=rec.data_source,
+            eos_token_ids=self.worker.eos_ids,
+            extra=out.extra,
+        )
+        result = self.worker.rewards(sample)  # {"score", "<name>", "<name>/<component>"}
+        parts = {f"reward/{k}": float(v) for k, v in result.items() if k != "score"}
+        return _Scored(key, rec.uid, out, float(result["score"]), parts)
+
+    async def _write(self, items: list[_Scored]) -> None:
+        """Queue outputs for the data plane; outputs finishing together share one put.
+
+        Sessions that an engine generated in one batch complete within a few event-loop
+        ticks of each other; coalescing their puts turns hundreds of small puts into one.
+        """
+        self._buffer.extend(items)
+        if self._flushing is None:
+            loop = asyncio.get_running_loop()
+            self._flushing = loop.create_future()
+            flushed = self._flushing
+            loop.call_later(0.002, lambda: loop.create_task(self._flush(flushed)))
+        await asyncio.shield(self._flushing)
+
+    async def _flush(self, done: asyncio.Future) -> None:
+        items, self._buffer, self._flushing = self._buffer, [], None
+        try:
+            await self._put(items)
+        except BaseException as exc:
+            done.set_exception(exc)
+            return
+        done.set_result(None)
+
+    async def _put(self, items: list[_Scored]) -> None:
+        import torch
+        from tensordict import TensorDict
+
+        fields: dict[str, Any] = {
+            # jagged [B, (P_i)] / [B, (R_i)]: stored without padding
+            "prompt_ids": from_rows([it.out.prompt_ids for it in items], torch.long),
+            "response_ids": from_rows([it.out.response_ids for it in items], torch.long),
+            "rollout_log_probs": from_rows([it.out.rollout_log_probs for it in items], torch.float32),
+            "score": torch.tensor([it.score for it in items], dtype=torch.float32),  # [B]
+        }
+        for name in sorted({k for it in items for k in it.parts}):
+            fields[name] = torch.tensor([it.parts.get(name, 0.0) for it in items], dtype=torch.float32)
+        td = TensorDict(fields, batch_size=[len(items)])
+        tags = [
+            {
+                "uid": it.uid,
+                "global_step": self.global_step,
+                "status": "success",
+                "prompt_len": len(it.out.prompt_ids),
+                "response_len": len(it.out.response_ids),
+                "seq_len": len(it.out.prompt_ids) + len(it.out.response_ids),
+                "weight_version": it.out.weight_version,
+                "finish_reason": it.out.finish_reason,
+            }
+            for it in items
+        ]
+        await self.worker.plane.async_kv_batch_put([it.key for it in items], self.partition, td, tags)
+
+    async def _generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Any:
+        return await self.worker.engine.generate(prompt_ids, sampling)
+

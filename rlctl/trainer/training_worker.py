@@ -14,7 +14,7 @@ from typing import Any
 from rlctl.config.recipe import Recipe
 from rlctl.protocol.kv import KVBatchMeta
 from rlctl.trainer import metric_reduce as mr
-from rlctl.trainer.fields import mask_from_lengths, tag_column, to_jagged, to_padded
+from rlctl.trainer.fields import mask_from_lengths, rows, to_jagged, to_padded
 
 
 class TrainingWorker:
@@ -81,15 +81,15 @@ class TrainingWorker:
         from rlctl.engines.batch import ModelBatch
 
         keys = list(meta.keys)
-        lengths = [int(x) for x in tag_column(meta.tags, "response_len")]
+        lengths = [int(x) for x in meta.tag_values("response_len")]
         n_real = len(keys)
         if n_real < pad_to:
             # Copies of the last sample keep shapes realistic; their mask is zeroed below.
             keys = keys + [keys[-1]] * (pad_to - n_real)
             lengths = lengths + [lengths[-1]] * (pad_to - n_real)
         td = self.plane.kv_batch_get(keys, meta.partition_id, ["prompt_ids", "response_ids", *extra_fields])
-        prompts = list(td["prompt_ids"].unbind())
-        responses = list(td["response_ids"].unbind())
+        prompts = rows(td["prompt_ids"])
+        responses = rows(td["response_ids"])
         batch = ModelBatch.from_samples(prompts, responses, pad_id=self._pad_id())
         fields = {name: to_padded(td[name], lengths).float() for name in extra_fields}
         mask = mask_from_lengths(lengths, batch.responses.shape[1])

@@ -74,6 +74,9 @@ class WorkerGroup(ABC):
     def shutdown(self) -> None:
         """Stop the workers."""
 
+    def raise_if_failed(self, pending: Pending) -> None:
+        """Raise :class:`WorkerError` now if any rank of ``pending`` already failed or died."""
+
     def call(
         self,
         method: str,
@@ -190,6 +193,22 @@ class RayWorkerGroup(WorkerGroup):
             self.meter.count(pending.method, result, outgoing=False)
             results.append(result)
         return results
+
+    def raise_if_failed(self, pending: Pending) -> None:
+        import ray
+
+        refs = [ref for _, ref in pending.handles]
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+        ready_ids = {r.hex() for r in ready}
+        finished = Pending(pending.method, [(rank, ref) for rank, ref in pending.handles if ref.hex() in ready_ids])
+        if finished.handles:
+            # ray.get of a finished call is immediate; it raises for a failed or dead rank.
+            # Results are not metered here: wait() meters them when the caller collects them.
+            for rank, ref in finished.handles:
+                try:
+                    ray.get(ref, timeout=0)
+                except Exception:
+                    self.wait(Pending(pending.method, [(rank, ref)]), timeout=0)
 
     def shutdown(self) -> None:
         import ray
