@@ -32,7 +32,7 @@ def train_from_recipe(
     """
     from rich.console import Console
 
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)  # error text must stay greppable: no wrapping
     recipe: Recipe = getattr(loaded, "recipe", loaded)
     if local and recipe.resources.mode != "local":
         recipe = recipe.model_copy(update={"resources": recipe.resources.model_copy(update={"mode": "local"})})

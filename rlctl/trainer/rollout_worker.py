@@ -215,7 +215,10 @@ class _StepRollout:
             eos_token_ids=self.worker.eos_ids,
             extra=out.extra,
         )
-        result = self.worker.rewards(sample)  # {"score", "<name>", "<name>/<component>"}
+        try:
+            result = self.worker.rewards(sample)  # {"score", "<name>", "<name>/<component>"}
+        except Exception as exc:
+            raise RuntimeError(f"scoring sample {key} (data source {rec.data_source!r}) failed: {exc}") from exc
         parts = {f"reward/{k}": float(v) for k, v in result.items() if k != "score"}
         return _Scored(key, rec.uid, out, float(result["score"]), parts)
 

@@ -172,6 +172,7 @@ Options:
   -q, --quiet          No progress bar.
   --resume [PATH]      Resume from the run's latest checkpoint (bare --resume)
                        or from PATH.
+  --force-resume       Resume even if the algorithm or model config changed.
   --help               Show this message and exit.
 """)
 
