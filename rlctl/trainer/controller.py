@@ -211,7 +211,7 @@ class Trainer:
         batch = self.generate(VAL, step, sampling, self.recipe.rollout.val_group_size)
         partials = self.train.call("score_partials", self.per_rank(self.group_shards(batch)))
         self.cleanup(batch)
-        out = mr.finalize(mr.merge(partials))
+        out = mr.finalize(mr.merge(partials), with_extremes=("critic/score", "response_length"))
         return {f"val/{k.removeprefix('critic/')}": v for k, v in out.items()}
 
     # ================================================================== helpers

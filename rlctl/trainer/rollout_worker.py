@@ -100,7 +100,6 @@ class RolloutWorker:
 
         td = self.plane.kv_batch_get(list(meta.keys), meta.partition_id,
                                      ["prompt_ids", "response_ids", "score", "advantages"])
-        rows = []
         prompt_rows, response_rows, adv_rows = rows(td["prompt_ids"]), rows(td["response_ids"]), rows(td["advantages"])
         out_rows = []
         for i, (key, tags) in enumerate(zip(meta.keys, meta.tags, strict=True)):

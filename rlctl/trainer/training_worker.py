@@ -200,6 +200,21 @@ class TrainingWorker:
         local = loss_normalizer(mask, self.recipe.algorithm.loss.agg)
         return max(global_normaliser(local), 1.0)
 
+    def score_partials(self, meta: KVBatchMeta) -> dict[str, mr.Partial]:
+        """Score and per-reward partials of ``meta`` (validation: no advantages needed)."""
+        if len(meta) == 0:
+            return {}
+        from rlctl.trainer.reward_sections import effective_rewards
+
+        names = ["score"] + [f"reward/{r.name}" for r in effective_rewards(self.recipe, self.registry)]
+        td = self.plane.kv_batch_get(list(meta.keys), meta.partition_id, names)
+        partials = {
+            ("critic/score" if n == "score" else n): mr.partial_of(td[n].float().reshape(-1).tolist())
+            for n in names
+        }
+        partials["response_length"] = mr.partial_of(meta.tag_values("response_len"))
+        return partials
+
     # ------------------------------------------------------------------ weights & state
     def export_weights(self, as_object_ref: bool = False) -> Any:
         """Full policy weights (rank 0 gets them; other ranks join the gather and get None)."""

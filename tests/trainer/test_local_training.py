@@ -83,3 +83,21 @@ def test_exit_code_1_and_message_for_a_not_implemented_engine(make_recipe, capsy
     code = train_from_recipe(make_recipe(engines={"rollout": {"backend": "vllm"}}))
     assert code == 1
     assert "not implemented yet" in capsys.readouterr().err
+
+
+def test_validation_and_rollout_dumps(make_recipe, run):
+    recipe = make_recipe(
+        run={"name": "val"},
+        schedule={"total_steps": 2, "eval_every": 1},
+        data={"val_size": 6},
+        rollout={"val_group_size": 2},
+        logging={"rollout_dump_samples": 5},
+    )
+    rows = run(recipe)
+    assert all("val/score/mean" in r for r in rows)
+    assert all("val/reward/digits_match" in r for r in rows)
+    dump = recipe.run.output_dir / recipe.run.name / "rollouts" / "step_2.jsonl"
+    samples = [__import__("json").loads(x) for x in dump.read_text().splitlines()]
+    assert len(samples) == 5
+    for s in samples:
+        assert s["prompt"].endswith("=") and {"response", "reward", "advantage"} <= set(s)

@@ -46,3 +46,19 @@ def test_transferqueue_data_plane_runs_the_same_steps(tmp_path):
     # The data plane is an engine choice: it must not change the math.
     assert [r["critic/score/mean"] for r in tq_rows] == [r["critic/score/mean"] for r in ray_rows]
     assert [r["actor/pg_loss"] for r in tq_rows] == [r["actor/pg_loss"] for r in ray_rows]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("recipe", ["tiny_ppo_gae.toml", "tiny_rloo.toml"])
+def test_other_cpu_recipes_run_a_few_steps(tmp_path, recipe):
+    cmd = [
+        sys.executable, "-m", "rlctl", "train", str(REPO / "recipes" / recipe), "--quiet", "--local",
+        "-s", f'run.output_dir="{tmp_path}"', "-s", "schedule.total_steps=3",
+    ]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    run_dir = next(tmp_path.iterdir())
+    rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == 3
+    if recipe == "tiny_ppo_gae.toml":
+        assert "critic/vf_loss" in rows[-1]
