@@ -2,8 +2,10 @@
 
 Reward functions are plain Python, run inside rollout workers (never in the controller), and
 must not import torch. ``response_text`` is the completion *up to, not including, the first
-eos*, decoded with special tokens removed: build it with :meth:`RewardInput.from_tokens`
-so every reward sees the same cut.
+eos*, decoded **with** any other special token it contains: build it with
+:meth:`RewardInput.from_tokens` so every reward sees the same cut. Keeping special tokens is
+deliberate: a model that learns to end its answer with ``<pad>`` instead of eos would
+otherwise look perfect to a string reward (measured on the tiny task: it did exactly that).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ class RewardInput:
     prompt_text: str
     """The prompt as decoded text (special tokens removed)."""
     response_text: str
-    """The completion before the first eos, special tokens removed."""
+    """The completion before the first eos, other special tokens kept (see module doc)."""
     response_ids: tuple[int, ...]
     """Every generated token id, eos included when the model stopped."""
     ground_truth: dict[str, Any]
@@ -65,7 +67,7 @@ class RewardInput:
         completion = ids if cut is None else ids[:cut]
         return cls(
             prompt_text=tokenizer.decode(list(prompt_ids), skip_special_tokens=True),
-            response_text=tokenizer.decode(completion, skip_special_tokens=True),
+            response_text=tokenizer.decode(completion, skip_special_tokens=False),
             response_ids=tuple(ids),
             ground_truth=dict(ground_truth),
             data_source=data_source,

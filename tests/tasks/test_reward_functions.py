@@ -83,3 +83,19 @@ def test_reward_set_weights_and_logs_each_term():
     assert out["score"] == pytest.approx(0.5 - 0.5)
     with pytest.raises(ValueError, match="bad options"):
         RewardSet.from_sections([RewardSection(name="gsm8k", options={"methd": "x"})], registry)
+
+
+def test_a_pad_token_before_eos_is_not_a_correct_answer():
+    """A model must end with eos: stopping with <pad> (skipped by decode) is not an answer."""
+    tok = build_tiny_tokenizer()
+    answer = tok("3")["input_ids"][1:]
+    for tail in ([tok.pad_token_id, tok.pad_token_id], [tok.pad_token_id, tok.eos_token_id]):
+        sample = RewardInput.from_tokens(tok, prompt_ids=tok("123=")["input_ids"], response_ids=answer + tail,
+                                         ground_truth={"ground_truth": "3"}, data_source="count_digits",
+                                         eos_token_ids=[tok.eos_token_id])
+        assert digits_match(sample)["exact"] == 0.0
+        assert digits_match(sample)["score"] < 0.5
+    good = RewardInput.from_tokens(tok, prompt_ids=tok("123=")["input_ids"], response_ids=answer + [tok.eos_token_id],
+                                   ground_truth={"ground_truth": "3"}, data_source="count_digits",
+                                   eos_token_ids=[tok.eos_token_id])
+    assert digits_match(good) == {"score": 1.0, "exact": 1.0}
