@@ -19,6 +19,24 @@ DEFAULT_REPORT = Path("report.png")
 def register_commands(cli: Any) -> None:
     import typer
 
+    @cli.command("export")
+    def export(
+        checkpoint: Path = typer.Argument(
+            ..., help="A checkpoint directory, a run's checkpoints/ directory or a run directory (latest)."
+        ),
+        output: Path = typer.Option(..., "--output", "-o", help="Directory for the HF model."),
+    ) -> None:
+        """Write a checkpoint's policy in HF format (safetensors + config + tokenizer)."""
+        from rlctl.checkpoint import CheckpointError
+        from rlctl.checkpoint.offline_export import export_checkpoint
+
+        try:
+            out = export_checkpoint(checkpoint, output)
+        except (CheckpointError, FileNotFoundError) as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
+        typer.echo(f"wrote {out}")
+
     @cli.command("report")
     def report(
         run_dirs: list[Path] = typer.Argument(

@@ -74,6 +74,7 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
     subprocess.run(_cmd(ref), check=True, env=env, timeout=600)
     expected = _metrics(tmp_path / "runs" / "ref")
     assert [r["step"] for r in expected] == list(range(1, 7))
+    _check_export_on_request(tmp_path / "runs" / "ref", tmp_path / "exported")
 
     killed = _write(tmp_path, "killed")
     run_dir = tmp_path / "runs" / "killed"
@@ -106,3 +107,15 @@ def test_resume_with_a_changed_algorithm_is_refused(tmp_path):
     out = subprocess.run(_cmd(recipe, "--resume", "-s", "algorithm.optim.lr=0.01"), capture_output=True, text=True, timeout=600)
     assert out.returncode == 1
     assert "algorithm.optim.lr" in out.stderr
+
+
+def _check_export_on_request(run_dir: Path, out: Path) -> None:
+    """`rlctl export` of the last checkpoint equals the export written at the end of the run."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    subprocess.run([sys.executable, "-m", "rlctl", "export", str(run_dir), "-o", str(out)], check=True, timeout=300)
+    a = AutoModelForCausalLM.from_pretrained(out).state_dict()
+    b = AutoModelForCausalLM.from_pretrained(run_dir / "hf").state_dict()
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a)
