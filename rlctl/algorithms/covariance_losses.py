@@ -13,28 +13,24 @@ from typing import Any
 import torch
 
 from rlctl.algorithms.masked import masked_mean
-from rlctl.algorithms.policy_losses import finish_policy_loss, log_ratio_and_kl
+from rlctl.algorithms.policy_losses import log_ratio_and_kl, loss_metrics, policy_loss, ppo_clip
 
 
+@policy_loss(default_agg_mode="token-mean")
 def compute_policy_loss_clip_cov(
     old_log_prob: torch.Tensor,
     log_prob: torch.Tensor,
     advantages: torch.Tensor,
     response_mask: torch.Tensor,
     *,
-    loss_agg_mode: str = "token-mean",
     clip_low: float = 0.2,
     clip_high: float = 0.2,
     clip_cov_ratio: float = 0.0002,
     clip_cov_lb: float = 1.0,
     clip_cov_ub: float = 5.0,
     generator: torch.Generator | None = None,
-    rollout_log_probs: torch.Tensor | None = None,
-    tis_cap: float | None = None,
-    global_normalizer: float | torch.Tensor | None = None,
-    horizon: int | None = None,
     **_: Any,
-) -> tuple[torch.Tensor, dict[str, float]]:
+) -> tuple[torch.Tensor, dict[str, Any]]:
     """Clip-Cov: PPO clip, plus zero gradient on ``max(1, clip_cov_ratio * N)`` random tokens
     with ``clip_cov_lb < cov < clip_cov_ub`` among those PPO did not clip.
 
@@ -44,12 +40,10 @@ def compute_policy_loss_clip_cov(
     if clip_cov_ratio <= 0:
         raise ValueError(f"clip_cov_ratio must be > 0, got {clip_cov_ratio}")
     log_ratio, ppo_kl = log_ratio_and_kl(old_log_prob, log_prob, response_mask)
-    ratio = torch.exp(log_ratio)
-    pg_losses1 = -advantages * ratio
-    pg_losses2 = -advantages * torch.clamp(ratio, 1 - clip_low, 1 + clip_high)
+    clipped, clip_won = ppo_clip(torch.exp(log_ratio), advantages, clip_low, clip_high)
     valid = response_mask > 0
     with torch.no_grad():
-        clipped_by_ppo = (pg_losses2 > pg_losses1) & valid
+        clipped_by_ppo = clip_won & valid
         cov = (advantages - masked_mean(advantages, response_mask)) * (
             log_prob - masked_mean(log_prob, response_mask)
         )
@@ -61,34 +55,20 @@ def compute_policy_loss_clip_cov(
             candidate_idx = candidate_idx[pick.to(candidate_idx.device)]
         keep = torch.ones_like(advantages)
         keep[candidate_idx[:, 0], candidate_idx[:, 1]] = 0
-    pg_losses = torch.maximum(pg_losses1, pg_losses2) * keep
-    metrics = {
-        "pg_clipfrac": masked_mean((keep == 0).float(), response_mask),
-        "ppo_kl": ppo_kl,
-        "pg_clipfrac_lower": torch.zeros(()),
-    }
-    return finish_policy_loss(
-        pg_losses, response_mask, metrics, old_log_prob=old_log_prob, loss_agg_mode=loss_agg_mode,
-        rollout_log_probs=rollout_log_probs, tis_cap=tis_cap,
-        global_normalizer=global_normalizer, horizon=horizon,
-    )
+    return clipped * keep, loss_metrics(ppo_kl, masked_mean((keep == 0).float(), response_mask))
 
 
+@policy_loss(default_agg_mode="token-mean")
 def compute_policy_loss_kl_cov(
     old_log_prob: torch.Tensor,
     log_prob: torch.Tensor,
     advantages: torch.Tensor,
     response_mask: torch.Tensor,
     *,
-    loss_agg_mode: str = "token-mean",
     kl_cov_ratio: float = 0.0002,
     ppo_kl_coef: float = 0.1,
-    rollout_log_probs: torch.Tensor | None = None,
-    tis_cap: float | None = None,
-    global_normalizer: float | torch.Tensor | None = None,
-    horizon: int | None = None,
     **_: Any,
-) -> tuple[torch.Tensor, dict[str, float]]:
+) -> tuple[torch.Tensor, dict[str, Any]]:
     """KL-Cov: unclipped ``-A r``; the top ``max(1, kl_cov_ratio * N)`` tokens by covariance
     get ``-A r + ppo_kl_coef |log r|``.
 
@@ -115,13 +95,7 @@ def compute_policy_loss_kl_cov(
             flat = torch.nonzero(valid.reshape(-1), as_tuple=True)[0][top]
             penalised.view(-1)[flat] = True
     pg_losses = torch.where(penalised, pg_losses_kl, pg_losses1)
-    metrics = {
-        "pg_clipfrac": masked_mean(penalised.float(), response_mask),
-        "ppo_kl": masked_mean(abs_kl.detach(), response_mask),
-        "pg_clipfrac_lower": torch.zeros(()),
-    }
-    return finish_policy_loss(
-        pg_losses, response_mask, metrics, old_log_prob=old_log_prob, loss_agg_mode=loss_agg_mode,
-        rollout_log_probs=rollout_log_probs, tis_cap=tis_cap,
-        global_normalizer=global_normalizer, horizon=horizon,
+    # ppo_kl is the mean |log r| here, as in verl.
+    return pg_losses, loss_metrics(
+        masked_mean(abs_kl.detach(), response_mask), masked_mean(penalised.float(), response_mask)
     )

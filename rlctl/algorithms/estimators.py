@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from rlctl.algorithms.groups import as_groups, group_mean_std, group_sum
+from rlctl.algorithms.groups import Groups, as_groups, group_mean_std, group_sum
 from rlctl.algorithms.masked import masked_whiten
 
 
@@ -36,9 +36,23 @@ def _scores(token_level_rewards: torch.Tensor, response_mask: torch.Tensor) -> t
     return token_level_rewards.sum(dim=-1)
 
 
+def _scores_and_groups(
+    token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any
+) -> tuple[torch.Tensor, Groups]:
+    """Per-sample scores [B] and the groups they fall in."""
+    scores = _scores(token_level_rewards, response_mask)
+    return scores, as_groups(index, scores.shape[0], scores.device)
+
+
 def _broadcast(per_sample: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
     """[B] -> [B, T], zero outside the response."""
     return per_sample.unsqueeze(-1) * response_mask.to(per_sample.dtype)
+
+
+def _outcome(per_sample: torch.Tensor, response_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(advantages, returns)`` of an outcome estimator: both the broadcast advantage [B, T]."""
+    adv = _broadcast(per_sample, response_mask)
+    return adv, adv
 
 
 @torch.no_grad()
@@ -54,12 +68,10 @@ def compute_grpo_advantage(
 
     With ``norm_adv_by_std_in_grpo=False`` the division is skipped (Dr. GRPO's advantage).
     """
-    scores = _scores(token_level_rewards, response_mask)
-    groups = as_groups(index, scores.shape[0], scores.device)
+    scores, groups = _scores_and_groups(token_level_rewards, response_mask, index)
     mean, std = group_mean_std(scores, groups)
     adv = (scores - mean) / (std + epsilon) if norm_adv_by_std_in_grpo else scores - mean
-    adv = _broadcast(adv, response_mask)
-    return adv, adv
+    return _outcome(adv, response_mask)
 
 
 @torch.no_grad()
@@ -93,8 +105,7 @@ def compute_grpo_passk_advantage(
     Divided by the group's unbiased std (+eps) when ``norm_adv_by_std_in_grpo``. Ties for
     the best go to the first one in batch order. A group of one gets 0 (verl raises).
     """
-    scores = _scores(token_level_rewards, response_mask)
-    groups = as_groups(index, scores.shape[0], scores.device)
+    scores, groups = _scores_and_groups(token_level_rewards, response_mask, index)
     adv = torch.zeros_like(scores)
     for members in groups.members():
         if members.numel() < 2:
@@ -105,8 +116,7 @@ def compute_grpo_passk_advantage(
         if norm_adv_by_std_in_grpo:
             value = value / (torch.std(rewards) + epsilon)
         adv[members[top_idx[0]]] = value
-    adv = _broadcast(adv, response_mask)
-    return adv, adv
+    return _outcome(adv, response_mask)
 
 
 @torch.no_grad()
@@ -172,14 +182,12 @@ def compute_rloo_advantage(
 
     The baseline excludes the sample itself. A group of one keeps its raw score (verl).
     """
-    scores = _scores(token_level_rewards, response_mask)
-    groups = as_groups(index, scores.shape[0], scores.device)
+    scores, groups = _scores_and_groups(token_level_rewards, response_mask, index)
     n = groups.sizes.to(scores.dtype)[groups.ids]
     mean = group_sum(scores, groups)[groups.ids] / n
     leave_one_out = (scores - mean) * n / (n - 1).clamp(min=1)
     adv = torch.where(n > 1, leave_one_out, scores)
-    adv = _broadcast(adv, response_mask)
-    return adv, adv
+    return _outcome(adv, response_mask)
 
 
 @torch.no_grad()
@@ -190,14 +198,12 @@ def compute_opo_advantage(
     **_: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """OPO (2505.23585): baseline = length-weighted group mean ``sum(l_j r_j) / sum(l_j)``."""
-    scores = _scores(token_level_rewards, response_mask)
+    scores, groups = _scores_and_groups(token_level_rewards, response_mask, index)
     lengths = response_mask.sum(dim=-1).to(scores.dtype)
-    groups = as_groups(index, scores.shape[0], scores.device)
     # An all-empty group has sum(l) = 0 and sum(l r) = 0: clamp keeps the baseline 0, not NaN.
     baseline = group_sum(lengths * scores, groups) / group_sum(lengths, groups).clamp(min=1e-12)
     baseline = torch.where(groups.sizes > 1, baseline, torch.zeros_like(baseline))
-    adv = _broadcast(scores - baseline[groups.ids], response_mask)
-    return adv, adv
+    return _outcome(scores - baseline[groups.ids], response_mask)
 
 
 @torch.no_grad()
@@ -212,12 +218,10 @@ def compute_gpg_advantage(
 
     ``alpha`` counts non-zero scores in the batch this call sees (B / max(count, 1)).
     """
-    scores = _scores(token_level_rewards, response_mask)
-    groups = as_groups(index, scores.shape[0], scores.device)
+    scores, groups = _scores_and_groups(token_level_rewards, response_mask, index)
     alpha = scores.shape[0] / torch.count_nonzero(scores).clamp(min=1).to(scores.dtype)
     mean, _std = group_mean_std(scores, groups)
-    adv = _broadcast(alpha * (scores - mean) / f_norm, response_mask)
-    return adv, adv
+    return _outcome(alpha * (scores - mean) / f_norm, response_mask)
 
 
 @torch.no_grad()
@@ -228,8 +232,7 @@ def compute_reinforce_plus_plus_baseline_advantage(
     **_: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """REINFORCE++-baseline (2501.03262): subtract the group mean, then whiten over the batch."""
-    scores = _scores(token_level_rewards, response_mask)
-    groups = as_groups(index, scores.shape[0], scores.device)
+    scores, groups = _scores_and_groups(token_level_rewards, response_mask, index)
     mean, _std = group_mean_std(scores, groups)
     adv = _broadcast(scores - mean, response_mask)
     adv = masked_whiten(adv, response_mask) * response_mask

@@ -8,6 +8,9 @@ Calling convention (every loss)::
        global_normalizer: float | None = None, horizon: int | None = None, **options)
     -> (loss: scalar tensor, metrics: dict[str, float])
 
+Each loss is written as its math only, ``(old_log_prob, log_prob, advantages, response_mask,
+**own_options) -> (per-token losses [B, T], metrics)``; :func:`policy_loss` wraps it into the
+convention above (the wrapped function's signature shows the common keywords too).
 ``loss_agg_mode``, ``global_normalizer`` and ``horizon`` go to
 :func:`rlctl.algorithms.aggregation.agg_loss` (micro-batch / data-parallel exact sums).
 ``rollout_log_probs`` with ``tis_cap`` turns on truncated importance sampling
@@ -20,6 +23,9 @@ mean) and ``pg_clipfrac_lower`` (verl's names), plus TIS metrics when TIS is on.
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -33,15 +39,19 @@ from rlctl.algorithms.masked import masked_mean
 LOG_RATIO_CLAMP = 20.0
 
 
-def log_ratio_and_kl(
-    old_log_prob: torch.Tensor, log_prob: torch.Tensor, response_mask: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Clamped ``log(pi / pi_old)`` [B, T] and ``ppo_kl`` (masked mean of ``-log_ratio``)."""
+def _check_shapes(old_log_prob: torch.Tensor, log_prob: torch.Tensor, response_mask: torch.Tensor) -> None:
     if not (old_log_prob.shape == log_prob.shape == response_mask.shape):
         raise ValueError(
             "old_log_prob, log_prob and response_mask must be [B, T] of one shape; got "
             f"{tuple(old_log_prob.shape)}, {tuple(log_prob.shape)}, {tuple(response_mask.shape)}"
         )
+
+
+def log_ratio_and_kl(
+    old_log_prob: torch.Tensor, log_prob: torch.Tensor, response_mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Clamped ``log(pi / pi_old)`` [B, T] and ``ppo_kl`` (masked mean of ``-log_ratio``)."""
+    _check_shapes(old_log_prob, log_prob, response_mask)
     log_ratio = torch.clamp(log_prob - old_log_prob, min=-LOG_RATIO_CLAMP, max=LOG_RATIO_CLAMP)
     return log_ratio, masked_mean(-log_ratio.detach(), response_mask)
 
@@ -92,22 +102,102 @@ def _check_clip(clip_low: float, clip_high: float) -> None:
         raise ValueError(f"clip_low and clip_high must be >= 0, got {clip_low} and {clip_high}")
 
 
+def ppo_clip(
+    ratio: torch.Tensor, advantages: torch.Tensor, clip_low: float, clip_high: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """PPO's pessimistic surrogate ``max(-A r, -A clip(r, 1 - clip_low, 1 + clip_high))`` [B, T]
+    and where its clipped term is the larger one (bool [B, T], the clip fraction's numerator)."""
+    unclipped = -advantages * ratio
+    clipped = -advantages * torch.clamp(ratio, 1 - clip_low, 1 + clip_high)
+    return torch.maximum(unclipped, clipped), torch.gt(clipped, unclipped)
+
+
+def loss_metrics(
+    ppo_kl: torch.Tensor,
+    pg_clipfrac: torch.Tensor | None = None,
+    pg_clipfrac_lower: torch.Tensor | None = None,
+) -> dict[str, Any]:
+    """The metrics every loss reports (module doc); a clip fraction it lacks is reported as 0."""
+    return {
+        "pg_clipfrac": torch.zeros(()) if pg_clipfrac is None else pg_clipfrac,
+        "ppo_kl": ppo_kl,
+        "pg_clipfrac_lower": torch.zeros(()) if pg_clipfrac_lower is None else pg_clipfrac_lower,
+    }
+
+
+LossMath = Callable[..., tuple[torch.Tensor, dict[str, Any]]]
+PolicyLoss = Callable[..., tuple[torch.Tensor, dict[str, float]]]
+
+def policy_loss(*, default_agg_mode: str, applies_tis: bool = False) -> Callable[[LossMath], PolicyLoss]:
+    """Turn a loss's math into a policy loss with the common calling convention (module doc).
+
+    The decorated ``math(old_log_prob, log_prob, advantages, response_mask, **options)``
+    returns the per-token losses [B, T] and tensor metrics; the wrapper applies TIS,
+    aggregates with ``loss_agg_mode`` (default ``default_agg_mode``) and floatifies the
+    metrics. With ``applies_tis`` the math gets ``rollout_log_probs`` and ``tis_cap`` and
+    weights the losses itself (GMPO weights whole sequences, not tokens).
+    """
+
+    def decorate(math: LossMath) -> PolicyLoss:
+        def loss(
+            old_log_prob: torch.Tensor,
+            log_prob: torch.Tensor,
+            advantages: torch.Tensor,
+            response_mask: torch.Tensor,
+            *,
+            loss_agg_mode: str = default_agg_mode,
+            rollout_log_probs: torch.Tensor | None = None,
+            tis_cap: float | None = None,
+            global_normalizer: float | torch.Tensor | None = None,
+            horizon: int | None = None,
+            **options: Any,
+        ) -> tuple[torch.Tensor, dict[str, float]]:
+            if applies_tis:
+                options.update(rollout_log_probs=rollout_log_probs, tis_cap=tis_cap)
+                rollout_log_probs = tis_cap = None
+            pg_losses, metrics = math(old_log_prob, log_prob, advantages, response_mask, **options)
+            return finish_policy_loss(
+                pg_losses, response_mask, metrics, old_log_prob=old_log_prob,
+                loss_agg_mode=loss_agg_mode, rollout_log_probs=rollout_log_probs, tis_cap=tis_cap,
+                global_normalizer=global_normalizer, horizon=horizon,
+            )
+
+        # What inspect/help show: the math's own options plus the common keywords above
+        # (read from ``loss`` before update_wrapper copies the math's annotations onto it).
+        signature = _merged_signature(math, loss)
+        functools.update_wrapper(loss, math)
+        loss.__signature__ = signature  # type: ignore[attr-defined]
+        return loss
+
+    return decorate
+
+
+def _merged_signature(math: LossMath, loss: PolicyLoss) -> inspect.Signature:
+    """``math``'s signature with ``loss``'s keyword-only parameters it lacks, before ``**_``."""
+    own, wrapper = inspect.signature(math), inspect.signature(loss)
+    common = [
+        p
+        for p in wrapper.parameters.values()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in own.parameters
+    ]
+    params = list(own.parameters.values())
+    head = [p for p in params if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    tail = [p for p in params if p.kind is inspect.Parameter.VAR_KEYWORD]
+    return own.replace(parameters=head + common + tail, return_annotation=wrapper.return_annotation)
+
+
+@policy_loss(default_agg_mode="token-mean")
 def compute_policy_loss_vanilla(
     old_log_prob: torch.Tensor,
     log_prob: torch.Tensor,
     advantages: torch.Tensor,
     response_mask: torch.Tensor,
     *,
-    loss_agg_mode: str = "token-mean",
     clip_low: float = 0.2,
     clip_high: float = 0.2,
     clip_ratio_c: float | None = 3.0,
-    rollout_log_probs: torch.Tensor | None = None,
-    tis_cap: float | None = None,
-    global_normalizer: float | torch.Tensor | None = None,
-    horizon: int | None = None,
     **_: Any,
-) -> tuple[torch.Tensor, dict[str, float]]:
+) -> tuple[torch.Tensor, dict[str, Any]]:
     """PPO clip (1707.06347) with asymmetric bounds (DAPO clip-higher) and dual-clip (1912.09729).
 
     ``L = max(-A r, -A clip(r, 1 - clip_low, 1 + clip_high))``; for ``A < 0`` additionally
@@ -117,14 +207,11 @@ def compute_policy_loss_vanilla(
     if clip_ratio_c is not None and clip_ratio_c <= 1.0:
         raise ValueError(f"clip_ratio_c (dual-clip bound) must be > 1, got {clip_ratio_c}")
     log_ratio, ppo_kl = log_ratio_and_kl(old_log_prob, log_prob, response_mask)
-    ratio = torch.exp(log_ratio)
-    pg_losses1 = -advantages * ratio
-    pg_losses2 = -advantages * torch.clamp(ratio, 1 - clip_low, 1 + clip_high)
-    clipped = torch.maximum(pg_losses1, pg_losses2)
-    pg_clipfrac = masked_mean(torch.gt(pg_losses2, pg_losses1).float(), response_mask)
+    clipped, clip_won = ppo_clip(torch.exp(log_ratio), advantages, clip_low, clip_high)
+    pg_clipfrac = masked_mean(clip_won.float(), response_mask)
     if clip_ratio_c is None:
         pg_losses = clipped
-        pg_clipfrac_lower = torch.zeros(())
+        pg_clipfrac_lower = None  # no dual clip: reported as 0
     else:
         pg_losses3 = -advantages * clip_ratio_c
         dual = torch.minimum(pg_losses3, clipped)
@@ -132,29 +219,20 @@ def compute_policy_loss_vanilla(
             (torch.gt(clipped, pg_losses3) & (advantages < 0)).float(), response_mask
         )
         pg_losses = torch.where(advantages < 0, dual, clipped)
-    metrics = {"pg_clipfrac": pg_clipfrac, "ppo_kl": ppo_kl, "pg_clipfrac_lower": pg_clipfrac_lower}
-    return finish_policy_loss(
-        pg_losses, response_mask, metrics, old_log_prob=old_log_prob, loss_agg_mode=loss_agg_mode,
-        rollout_log_probs=rollout_log_probs, tis_cap=tis_cap,
-        global_normalizer=global_normalizer, horizon=horizon,
-    )
+    return pg_losses, loss_metrics(ppo_kl, pg_clipfrac, pg_clipfrac_lower)
 
 
+@policy_loss(default_agg_mode="seq-mean-token-mean")
 def compute_policy_loss_gspo(
     old_log_prob: torch.Tensor,
     log_prob: torch.Tensor,
     advantages: torch.Tensor,
     response_mask: torch.Tensor,
     *,
-    loss_agg_mode: str = "seq-mean-token-mean",
     clip_low: float = 0.2,
     clip_high: float = 0.2,
-    rollout_log_probs: torch.Tensor | None = None,
-    tis_cap: float | None = None,
-    global_normalizer: float | torch.Tensor | None = None,
-    horizon: int | None = None,
     **_: Any,
-) -> tuple[torch.Tensor, dict[str, float]]:
+) -> tuple[torch.Tensor, dict[str, Any]]:
     """GSPO (2507.18071): PPO clip on the sequence ratio ``s_i = exp(mean_t log r_t)``.
 
     Per token ``s_{i,t} = sg[s_i] * pi_t / sg[pi_t]`` (value ``s_i``, gradient of
@@ -162,44 +240,29 @@ def compute_policy_loss_gspo(
     match (rlctl honours the recipe's mode). ``pg_clipfrac_lower`` is 0.
     """
     _check_clip(clip_low, clip_high)
-    if not (old_log_prob.shape == log_prob.shape == response_mask.shape):
-        raise ValueError("old_log_prob, log_prob and response_mask must be [B, T] of one shape")
+    _check_shapes(old_log_prob, log_prob, response_mask)
     mask = response_mask.to(log_prob.dtype)
     log_ratio = log_prob - old_log_prob
     lengths = mask.sum(dim=-1).clamp(min=1)
     seq_log_ratio = (log_ratio * mask).sum(dim=-1) / lengths  # [B]
     token_log_ratio = log_prob - log_prob.detach() + seq_log_ratio.detach().unsqueeze(-1)
     seq_ratio = torch.exp(torch.clamp(token_log_ratio, max=10.0))
-    pg_losses1 = -advantages * seq_ratio
-    pg_losses2 = -advantages * torch.clamp(seq_ratio, 1 - clip_low, 1 + clip_high)
-    pg_losses = torch.maximum(pg_losses1, pg_losses2)
-    metrics = {
-        "pg_clipfrac": masked_mean(torch.gt(pg_losses2, pg_losses1).float(), response_mask),
-        "ppo_kl": masked_mean(-log_ratio.detach(), response_mask),
-        "pg_clipfrac_lower": torch.zeros(()),
-    }
-    return finish_policy_loss(
-        pg_losses, response_mask, metrics, old_log_prob=old_log_prob, loss_agg_mode=loss_agg_mode,
-        rollout_log_probs=rollout_log_probs, tis_cap=tis_cap,
-        global_normalizer=global_normalizer, horizon=horizon,
-    )
+    pg_losses, clip_won = ppo_clip(seq_ratio, advantages, clip_low, clip_high)
+    ppo_kl = masked_mean(-log_ratio.detach(), response_mask)
+    return pg_losses, loss_metrics(ppo_kl, masked_mean(clip_won.float(), response_mask))
 
 
+@policy_loss(default_agg_mode="token-mean")
 def compute_policy_loss_cispo(
     old_log_prob: torch.Tensor,
     log_prob: torch.Tensor,
     advantages: torch.Tensor,
     response_mask: torch.Tensor,
     *,
-    loss_agg_mode: str = "token-mean",
     clip_low: float = 0.2,
     clip_high: float = 0.2,
-    rollout_log_probs: torch.Tensor | None = None,
-    tis_cap: float | None = None,
-    global_normalizer: float | torch.Tensor | None = None,
-    horizon: int | None = None,
     **_: Any,
-) -> tuple[torch.Tensor, dict[str, float]]:
+) -> tuple[torch.Tensor, dict[str, Any]]:
     """CISPO (MiniMax-M1, 2506.13585): ``L = -sg[clip(r, 1 - clip_low, 1 + clip_high)] A log pi``.
 
     Every token keeps a gradient (through ``log pi``); only the IS weight is clipped.
@@ -209,33 +272,20 @@ def compute_policy_loss_cispo(
     ratio = torch.exp(log_ratio)
     clipped_ratio = torch.clamp(ratio, 1 - clip_low, 1 + clip_high)
     pg_losses = -clipped_ratio.detach() * advantages * log_prob
-    metrics = {
-        "pg_clipfrac": masked_mean((ratio != clipped_ratio).float(), response_mask),
-        "ppo_kl": ppo_kl,
-        "pg_clipfrac_lower": torch.zeros(()),
-    }
-    return finish_policy_loss(
-        pg_losses, response_mask, metrics, old_log_prob=old_log_prob, loss_agg_mode=loss_agg_mode,
-        rollout_log_probs=rollout_log_probs, tis_cap=tis_cap,
-        global_normalizer=global_normalizer, horizon=horizon,
-    )
+    return pg_losses, loss_metrics(ppo_kl, masked_mean((ratio != clipped_ratio).float(), response_mask))
 
 
+@policy_loss(default_agg_mode="seq-mean-token-mean")
 def compute_policy_loss_sapo(
     old_log_prob: torch.Tensor,
     log_prob: torch.Tensor,
     advantages: torch.Tensor,
     response_mask: torch.Tensor,
     *,
-    loss_agg_mode: str = "seq-mean-token-mean",
     tau_pos: float = 1.0,
     tau_neg: float = 1.05,
-    rollout_log_probs: torch.Tensor | None = None,
-    tis_cap: float | None = None,
-    global_normalizer: float | torch.Tensor | None = None,
-    horizon: int | None = None,
     **_: Any,
-) -> tuple[torch.Tensor, dict[str, float]]:
+) -> tuple[torch.Tensor, dict[str, Any]]:
     """SAPO (2511.20347): a smooth sigmoid gate instead of a hard clip.
 
     ``L = -A * f(r)``, ``f(r) = sigmoid(tau (r - 1)) * 4 / tau`` with ``tau = tau_pos`` for
@@ -249,53 +299,36 @@ def compute_policy_loss_sapo(
     taus = torch.where(advantages > 0, pos, neg)
     gates = torch.sigmoid(taus * (ratio - 1.0)) * (4.0 / taus)
     pg_losses = -gates * advantages
-    metrics = {"pg_clipfrac": torch.zeros(()), "ppo_kl": ppo_kl, "pg_clipfrac_lower": torch.zeros(())}
-    return finish_policy_loss(
-        pg_losses, response_mask, metrics, old_log_prob=old_log_prob, loss_agg_mode=loss_agg_mode,
-        rollout_log_probs=rollout_log_probs, tis_cap=tis_cap,
-        global_normalizer=global_normalizer, horizon=horizon,
-    )
+    return pg_losses, loss_metrics(ppo_kl)
 
 
+@policy_loss(default_agg_mode="token-mean")
 def compute_policy_loss_gpg(
     old_log_prob: torch.Tensor,
     log_prob: torch.Tensor,
     advantages: torch.Tensor,
     response_mask: torch.Tensor,
-    *,
-    loss_agg_mode: str = "token-mean",
-    rollout_log_probs: torch.Tensor | None = None,
-    tis_cap: float | None = None,
-    global_normalizer: float | torch.Tensor | None = None,
-    horizon: int | None = None,
     **_: Any,
-) -> tuple[torch.Tensor, dict[str, float]]:
+) -> tuple[torch.Tensor, dict[str, Any]]:
     """GPG (2504.02546): plain policy gradient ``L = -A log pi``, no ratio and no clip."""
     _, ppo_kl = log_ratio_and_kl(old_log_prob, log_prob, response_mask)
     pg_losses = -log_prob * advantages
-    metrics = {"pg_clipfrac": torch.zeros(()), "ppo_kl": ppo_kl, "pg_clipfrac_lower": torch.zeros(())}
-    return finish_policy_loss(
-        pg_losses, response_mask, metrics, old_log_prob=old_log_prob, loss_agg_mode=loss_agg_mode,
-        rollout_log_probs=rollout_log_probs, tis_cap=tis_cap,
-        global_normalizer=global_normalizer, horizon=horizon,
-    )
+    return pg_losses, loss_metrics(ppo_kl)
 
 
+@policy_loss(default_agg_mode="seq-mean-token-mean", applies_tis=True)
 def compute_policy_loss_geo_mean(
     old_log_prob: torch.Tensor,
     log_prob: torch.Tensor,
     advantages: torch.Tensor,
     response_mask: torch.Tensor,
     *,
-    loss_agg_mode: str = "seq-mean-token-mean",
     clip_low: float = 0.2,
     clip_high: float = 0.2,
     rollout_log_probs: torch.Tensor | None = None,
     tis_cap: float | None = None,
-    global_normalizer: float | torch.Tensor | None = None,
-    horizon: int | None = None,
     **_: Any,
-) -> tuple[torch.Tensor, dict[str, float]]:
+) -> tuple[torch.Tensor, dict[str, Any]]:
     """GMPO (2507.20673): maximise the geometric mean of token ratios, clipped per token.
 
     Per sequence ``L_i = -Abar_i exp(mean_t sgn(A) min(sgn(A) l_t, sgn(A) clip(l_t, -clip_low,
@@ -306,8 +339,7 @@ def compute_policy_loss_geo_mean(
     clip (0.4) than PPO.
     """
     _check_clip(clip_low, clip_high)
-    if not (old_log_prob.shape == log_prob.shape == response_mask.shape):
-        raise ValueError("old_log_prob, log_prob and response_mask must be [B, T] of one shape")
+    _check_shapes(old_log_prob, log_prob, response_mask)
     mask = response_mask.to(log_prob.dtype)
     log_ratio = log_prob - old_log_prob
     sign = torch.sign(advantages)
@@ -327,11 +359,10 @@ def compute_policy_loss_geo_mean(
     pg_losses = seq_losses.unsqueeze(-1).expand_as(log_prob)
     was_clipped = torch.ne(log_ratio, clamped)
     metrics.update(
-        pg_clipfrac=masked_mean((was_clipped & (advantages > 0)).float(), response_mask),
-        ppo_kl=masked_mean(-log_ratio.detach(), response_mask),
-        pg_clipfrac_lower=masked_mean((was_clipped & (advantages < 0)).float(), response_mask),
+        loss_metrics(
+            masked_mean(-log_ratio.detach(), response_mask),
+            pg_clipfrac=masked_mean((was_clipped & (advantages > 0)).float(), response_mask),
+            pg_clipfrac_lower=masked_mean((was_clipped & (advantages < 0)).float(), response_mask),
+        )
     )
-    return finish_policy_loss(
-        pg_losses, response_mask, metrics, old_log_prob=old_log_prob, loss_agg_mode=loss_agg_mode,
-        rollout_log_probs=None, tis_cap=None, global_normalizer=global_normalizer, horizon=horizon,
-    )
+    return pg_losses, metrics

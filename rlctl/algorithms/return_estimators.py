@@ -21,6 +21,11 @@ def _check_same_shape(**tensors: torch.Tensor) -> None:
         raise ValueError(f"expected [B, T] tensors of one shape, got {shapes}")
 
 
+def returns_to_go(token_level_rewards: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Undiscounted return-to-go ``G_t = sum_{s >= t} m_s r_s`` [B, T]; masked tokens add nothing."""
+    return (token_level_rewards * mask).flip(dims=[-1]).cumsum(dim=-1).flip(dims=[-1])
+
+
 @torch.no_grad()
 def compute_gae_advantage(
     token_level_rewards: torch.Tensor,
@@ -101,7 +106,7 @@ def compute_remax_advantage(
             f"reward_baselines must hold one value per sample ({token_level_rewards.shape[0]}), "
             f"got shape {tuple(reward_baselines.shape)}"
         )
-    returns = (token_level_rewards * mask).flip(dims=[-1]).cumsum(dim=-1).flip(dims=[-1])
+    returns = returns_to_go(token_level_rewards, mask)
     # verl leaves the running return on observation tokens inside a response; zero it there.
     advantages = (returns - baseline.unsqueeze(-1)) * mask
     return advantages, returns

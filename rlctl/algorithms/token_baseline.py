@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from rlctl.algorithms.groups import as_groups
+from rlctl.algorithms.return_estimators import returns_to_go
 
 
 def _path_weights(
@@ -37,12 +38,23 @@ def _path_weights(
     return (w * response_mask).cumsum(dim=-1)
 
 
-def _require(old_log_probs: torch.Tensor | None, sum_pi_squared: torch.Tensor | None, name: str) -> None:
+def _returns_and_path_weights(
+    name: str,
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    old_log_probs: torch.Tensor | None,
+    sum_pi_squared: torch.Tensor | None,
+    rollout_is_weights: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """What both variants start from: the float mask, returns-to-go G and weights W, all [B, T]."""
     if old_log_probs is None or sum_pi_squared is None:
         raise ValueError(
             f"{name} needs `old_log_probs` and `sum_pi_squared` ([B, T], sum over the vocabulary "
             "of pi^2) from the training engine's forward pass"
         )
+    mask = response_mask.to(token_level_rewards.dtype)
+    returns = returns_to_go(token_level_rewards, mask)
+    return mask, returns, _path_weights(old_log_probs, sum_pi_squared, mask, rollout_is_weights)
 
 
 def _zero_longest_tail(baselines: torch.Tensor, rows: torch.Tensor, lengths: torch.Tensor) -> None:
@@ -70,10 +82,9 @@ def compute_optimal_token_baseline_advantage(
     **_: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """OTB with trajectories aligned by absolute position; returns (advantages, returns)."""
-    _require(old_log_probs, sum_pi_squared, "optimal_token_baseline")
-    mask = response_mask.to(token_level_rewards.dtype)
-    returns = (token_level_rewards * mask).flip(dims=[-1]).cumsum(dim=-1).flip(dims=[-1])
-    w_cum = _path_weights(old_log_probs, sum_pi_squared, mask, rollout_is_weights)
+    mask, returns, w_cum = _returns_and_path_weights(
+        "optimal_token_baseline", token_level_rewards, response_mask, old_log_probs, sum_pi_squared, rollout_is_weights
+    )
     groups = as_groups(index, returns.shape[0], returns.device)
     baselines = torch.zeros_like(returns)
     for rows in groups.members():
@@ -101,10 +112,9 @@ def compute_tir_optimal_token_baseline_advantage(
     **_: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Multi-turn OTB: baseline over valid-token positions; returns (advantages, returns)."""
-    _require(old_log_probs, sum_pi_squared, "tir_optimal_token_baseline")
-    mask = response_mask.to(token_level_rewards.dtype)
-    returns = (token_level_rewards * mask).flip(dims=[-1]).cumsum(dim=-1).flip(dims=[-1])
-    w_cum = _path_weights(old_log_probs, sum_pi_squared, mask, rollout_is_weights)
+    mask, returns, w_cum = _returns_and_path_weights(
+        "tir_optimal_token_baseline", token_level_rewards, response_mask, old_log_probs, sum_pi_squared, rollout_is_weights
+    )
     valid = response_mask.bool()
     lengths = valid.sum(dim=-1)
     width = int(lengths.max()) if lengths.numel() else 0

@@ -13,25 +13,22 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from tensordict import TensorDict
 
 from rlctl.dataplane import columns
-from rlctl.dataplane.contract import (
-    AsyncTwinsMixin,
-    DataPlaneClosedError,
-    Layout,
-    check_put_args,
-)
+from rlctl.dataplane.block_plane import BlockDataPlane
+from rlctl.dataplane.contract import Layout
 from rlctl.dataplane.key_index import KeyIndex
 from rlctl.dataplane.options import MemoryOptions
 
 
-class MemoryDataPlane(AsyncTwinsMixin):
+class MemoryDataPlane(BlockDataPlane):
     """A dict of blocks in this process, behind a lock."""
 
+    backend = "memory"
     multi_process = False
 
     def __init__(self, options: MemoryOptions | None = None, *, run_id: str = "local") -> None:
@@ -47,35 +44,10 @@ class MemoryDataPlane(AsyncTwinsMixin):
             'to a Ray actor); use [data_plane] backend = "ray" for multi-process runs'
         )
 
+    def _copy_on_put(self) -> bool:
+        return self.options.copy_on_put
+
     # ------------------------------------------------------------------ writes
-    def kv_put(
-        self,
-        key: str,
-        partition_id: str,
-        fields: Mapping[str, Any] | TensorDict | None = None,
-        tag: dict[str, Any] | None = None,
-    ) -> None:
-        keys = check_put_args([key], None if tag is None else [tag], fields)
-        block = (
-            None if fields is None else columns.encode_single(fields, copy=self.options.copy_on_put)
-        )
-        self._register(partition_id, keys, None if tag is None else [tag], block)
-
-    def kv_batch_put(
-        self,
-        keys: Sequence[str],
-        partition_id: str,
-        fields: Mapping[str, Any] | TensorDict | None = None,
-        tags: Sequence[dict[str, Any]] | None = None,
-    ) -> None:
-        keys = check_put_args(keys, tags, fields)
-        block = (
-            None
-            if fields is None
-            else columns.encode(fields, len(keys), copy=self.options.copy_on_put)
-        )
-        self._register(partition_id, keys, tags, block)
-
     def _register(self, partition_id: str, keys: list[str], tags, block) -> None:
         with self._cond:
             self._check_open()
@@ -90,19 +62,12 @@ class MemoryDataPlane(AsyncTwinsMixin):
             self._cond.notify_all()
 
     # ------------------------------------------------------------------ reads
-    def kv_batch_get(
-        self,
-        keys: Sequence[str],
-        partition_id: str,
-        fields: Sequence[str],
-        *,
-        layout: Layout = "jagged",
-        pad_value: float = 0,
+    def _read(
+        self, partition_id: str, keys: list[str], fields: list[str], layout: Layout, pad_value: float
     ) -> TensorDict:
-        keys = list(keys)
         with self._cond:
-            self._check_open()
-            located = self._index.locate(partition_id, keys, list(fields))
+            self._check_open()  # again under the lock: a close may have raced the base's check
+            located = self._index.locate(partition_id, keys, fields)
         return columns.assemble(
             located.handles, located.locs, len(keys), layout=layout, pad_value=pad_value
         )
@@ -130,6 +95,3 @@ class MemoryDataPlane(AsyncTwinsMixin):
             self._index = KeyIndex()
             self._cond.notify_all()
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise DataPlaneClosedError("this memory data plane was closed; open a new one")

@@ -8,18 +8,22 @@ loop runs one at a time, so a tag merge is atomic however many processes write.
 ``watch`` is the push half of readiness: it parks the caller until a tag change bumps the
 partition's version, so the ReplayBuffer learns of the last terminal sample within one actor
 round trip instead of a polling period.
+
+:class:`IndexActorClient` is the client half both backends share: whatever they answer from
+the index alone (list, watch, tag registration, pickling, ending the actor).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Sequence
 from typing import Any
 
 import ray
 
-from rlctl.dataplane.contract import DataPlaneError
+from rlctl.dataplane.contract import DataPlaneClosedError, DataPlaneError
 from rlctl.dataplane.key_index import KeyIndex
 
 Reply = tuple[str, Any]  # ("ok", value) or ("err", DataPlaneError): errors travel clean
@@ -118,3 +122,49 @@ def get_or_create(name: str, namespace: str) -> Any:
     return IndexActor.options(
         name=name, namespace=namespace, get_if_exists=True, num_cpus=0, max_concurrency=1000
     ).remote()
+
+
+class IndexActorClient:
+    """Calls the ``ray`` and ``transferqueue`` planes answer from the index actor alone.
+
+    The host class provides ``_index`` (the actor handle), ``options.call_timeout_s``,
+    ``run_id``, ``backend`` (its name), ``_closed`` and ``_check_open()``.
+    """
+
+    def __reduce__(self):
+        if self._closed:
+            raise DataPlaneClosedError(f"cannot pickle a closed {self.backend} data plane")
+        # Connection info only (the actor handle); never the data.
+        return (reconnect, (type(self), self.options, self.run_id, self._index))
+
+    def _index_put(self, partition_id: str, keys: list[str], tags, box, names: list[str]) -> None:
+        """Register ``keys``' fields ``names`` (block handle in ``box``) and a copy of their tags."""
+        tags = None if tags is None else [dict(t) for t in tags]
+        call(
+            self._index.put.remote(partition_id, keys, tags, box, names),
+            self.options.call_timeout_s,
+            "put",
+        )
+
+    def kv_list(self, partition_id: str) -> dict[str, dict[str, Any]]:
+        self._check_open()
+        return call(self._index.list.remote(partition_id), self.options.call_timeout_s, "list")
+
+    def kv_watch(self, partition_id: str, version: int, timeout: float) -> int:
+        self._check_open()
+        return call(
+            self._index.watch.remote(partition_id, version, timeout),
+            timeout + self.options.call_timeout_s,
+            "watch",
+        )
+
+    def _end_index(self) -> None:
+        """End the index actor (freeing every block it holds)."""
+        # The actor may already be gone with its cluster (ray.shutdown before close).
+        with contextlib.suppress(ValueError, ray.exceptions.RayError):
+            ray.kill(self._index)
+
+
+def reconnect(cls: type, options: Any, run_id: str, index: Any) -> Any:
+    """Unpickle a plane handle: a ``cls`` attached to the same index actor."""
+    return cls(options, run_id=run_id, _index=index)

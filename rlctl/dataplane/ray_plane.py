@@ -16,29 +16,23 @@ and reconnects to the same store. Ray must be initialised by the caller.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import ray
 from tensordict import TensorDict
 
 from rlctl.dataplane import columns
-from rlctl.dataplane.contract import (
-    AsyncTwinsMixin,
-    DataPlaneClosedError,
-    DataPlaneError,
-    Layout,
-    check_put_args,
-    describe_keys,
-)
+from rlctl.dataplane.block_plane import BlockDataPlane
+from rlctl.dataplane.contract import DataPlaneError, Layout, describe_keys
 from rlctl.dataplane.options import RayOptions
-from rlctl.dataplane.ray_index import call, get_or_create
+from rlctl.dataplane.ray_index import IndexActorClient, call, get_or_create
 
 
-class RayDataPlane(AsyncTwinsMixin):
+class RayDataPlane(IndexActorClient, BlockDataPlane):
     """Client of a run's index actor; cheap to pickle into workers."""
 
+    backend = "ray"
     multi_process = True
 
     def __init__(
@@ -58,51 +52,18 @@ class RayDataPlane(AsyncTwinsMixin):
         self._index = _index
         self._closed = False
 
-    def __reduce__(self):
-        if self._closed:
-            raise DataPlaneClosedError("cannot pickle a closed ray data plane")
-        # Connection info only (the actor handle); never the data.
-        return (_reconnect, (self.options, self.run_id, self._index))
-
     # ------------------------------------------------------------------ writes
-    def kv_put(
-        self,
-        key: str,
-        partition_id: str,
-        fields: Mapping[str, Any] | TensorDict | None = None,
-        tag: dict[str, Any] | None = None,
-    ) -> None:
-        keys = check_put_args([key], None if tag is None else [tag], fields)
-        block = None if fields is None else columns.encode_single(fields, copy=False)
-        self._register(partition_id, keys, None if tag is None else [tag], block)
-
-    def kv_batch_put(
-        self,
-        keys: Sequence[str],
-        partition_id: str,
-        fields: Mapping[str, Any] | TensorDict | None = None,
-        tags: Sequence[dict[str, Any]] | None = None,
-    ) -> None:
-        keys = check_put_args(keys, tags, fields)
-        # No copy here: ray.put copies the numpy views into the object store once.
-        block = None if fields is None else columns.encode(fields, len(keys), copy=False)
-        self._register(partition_id, keys, tags, block)
-
     def _register(self, partition_id: str, keys: list[str], tags, block) -> None:
         self._check_open()
         box, names = None, []
         if block:
-            # The writer owns the block (Ray's ownership model; ``_owner`` is gone since
-            # Ray 2.56): it lives as long as this process does. Writers are long-lived
-            # worker actors or the driver, never short Ray tasks.
+            # The block holds views of the caller's tensors: ray.put copies them into the
+            # object store once. The writer owns the block (Ray's ownership model; ``_owner``
+            # is gone since Ray 2.56): it lives as long as this process does. Writers are
+            # long-lived worker actors or the driver, never short Ray tasks.
             box = [ray.put(columns.to_numpy(block))]
             names = list(block)
-        tags = None if tags is None else [dict(t) for t in tags]
-        call(
-            self._index.put.remote(partition_id, keys, tags, box, names),
-            self.options.call_timeout_s,
-            "put",
-        )
+        self._index_put(partition_id, keys, tags, box, names)
 
     def kv_clear(self, keys: Sequence[str], partition_id: str) -> None:
         self._check_open()
@@ -111,19 +72,11 @@ class RayDataPlane(AsyncTwinsMixin):
         )
 
     # ------------------------------------------------------------------ reads
-    def kv_batch_get(
-        self,
-        keys: Sequence[str],
-        partition_id: str,
-        fields: Sequence[str],
-        *,
-        layout: Layout = "jagged",
-        pad_value: float = 0,
+    def _read(
+        self, partition_id: str, keys: list[str], fields: list[str], layout: Layout, pad_value: float
     ) -> TensorDict:
-        self._check_open()
-        keys = list(keys)
         boxed, locs = call(
-            self._index.locate.remote(partition_id, keys, list(fields)),
+            self._index.locate.remote(partition_id, keys, fields),
             self.options.call_timeout_s,
             "get",
         )
@@ -151,18 +104,6 @@ class RayDataPlane(AsyncTwinsMixin):
             copy=not self.options.zero_copy_reads,
         )
 
-    def kv_list(self, partition_id: str) -> dict[str, dict[str, Any]]:
-        self._check_open()
-        return call(self._index.list.remote(partition_id), self.options.call_timeout_s, "list")
-
-    def kv_watch(self, partition_id: str, version: int, timeout: float) -> int:
-        self._check_open()
-        return call(
-            self._index.watch.remote(partition_id, version, timeout),
-            timeout + self.options.call_timeout_s,
-            "watch",
-        )
-
     def block_count(self) -> int:
         """Blocks still referenced (tests check that clears release object-store memory)."""
         return call(self._index.block_count.remote(), self.options.call_timeout_s, "block_count")
@@ -174,14 +115,4 @@ class RayDataPlane(AsyncTwinsMixin):
             return
         self._closed = True
         if self._creator:
-            # The actor may already be gone with its cluster (ray.shutdown before close).
-            with contextlib.suppress(ValueError, ray.exceptions.RayError):
-                ray.kill(self._index)
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise DataPlaneClosedError("this ray data plane was closed; open a new one")
-
-
-def _reconnect(options: RayOptions, run_id: str, index: Any) -> RayDataPlane:
-    return RayDataPlane(options, run_id=run_id, _index=index)
+            self._end_index()

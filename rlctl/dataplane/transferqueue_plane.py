@@ -25,9 +25,8 @@ What TransferQueue does not give, the adapter adds, with measured reasons:
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -36,17 +35,10 @@ import torch
 from tensordict import NonTensorStack, TensorDict
 
 from rlctl.dataplane import columns, jagged, npbridge
-from rlctl.dataplane.contract import (
-    AsyncTwinsMixin,
-    DataPlaneClosedError,
-    DataPlaneError,
-    FieldLayoutError,
-    Layout,
-    MissingFieldError,
-    check_put_args,
-)
+from rlctl.dataplane.block_plane import BlockDataPlane
+from rlctl.dataplane.contract import DataPlaneError, FieldLayoutError, Layout, MissingFieldError
 from rlctl.dataplane.options import TransferQueueOptions
-from rlctl.dataplane.ray_index import call, get_or_create
+from rlctl.dataplane.ray_index import IndexActorClient, call, get_or_create
 
 TQ_CONTROLLER_NAME = ("TransferQueueController", "transfer_queue")
 
@@ -109,9 +101,10 @@ def _start_tq(options: TransferQueueOptions) -> bool:
     return True
 
 
-class TransferQueueDataPlane(AsyncTwinsMixin):
+class TransferQueueDataPlane(IndexActorClient, BlockDataPlane):
     """TQ for bytes, rlctl's index actor for keys, tags, kinds and readiness."""
 
+    backend = "transferqueue"
     multi_process = True
 
     def __init__(
@@ -141,77 +134,34 @@ class TransferQueueDataPlane(AsyncTwinsMixin):
             self._attached = False
         self._closed = False
 
-    def __reduce__(self):
-        if self._closed:
-            raise DataPlaneClosedError("cannot pickle a closed transferqueue data plane")
-        return (_reconnect, (self.options, self.run_id, self._index))
+    def _tq_call(self, fn, what: str, *args, **kwargs):
+        """Call TQ's sync client ``fn`` under the call timeout."""
+        return _with_timeout(fn, self.options.call_timeout_s, what, *args, **kwargs)
 
     # ------------------------------------------------------------------ writes
-    def kv_put(
-        self,
-        key: str,
-        partition_id: str,
-        fields: Mapping[str, Any] | TensorDict | None = None,
-        tag: dict[str, Any] | None = None,
-    ) -> None:
-        keys = check_put_args([key], None if tag is None else [tag], fields)
-        block = None if fields is None else columns.encode_single(fields, copy=False)
-        self._put(partition_id, keys, None if tag is None else [tag], block)
-
-    def kv_batch_put(
-        self,
-        keys: Sequence[str],
-        partition_id: str,
-        fields: Mapping[str, Any] | TensorDict | None = None,
-        tags: Sequence[dict[str, Any]] | None = None,
-    ) -> None:
-        keys = check_put_args(keys, tags, fields)
-        block = None if fields is None else columns.encode(fields, len(keys), copy=False)
-        self._put(partition_id, keys, tags, block)
-
-    def _put(self, partition_id: str, keys: list[str], tags, block) -> None:
+    def _register(self, partition_id: str, keys: list[str], tags, block) -> None:
         self._check_open()
         box, names = None, []
         if block:
             td = TensorDict({n: _to_tq_value(c) for n, c in block.items()}, batch_size=[len(keys)])
             # Data first, then the index: a reader that sees the field can read it.
-            _with_timeout(
-                self._tq.kv_batch_put,
-                self.options.call_timeout_s,
-                "put",
-                keys=keys,
-                partition_id=partition_id,
-                fields=td,
+            self._tq_call(
+                self._tq.kv_batch_put, "put", keys=keys, partition_id=partition_id, fields=td
             )
             box, names = [{n: c.kind for n, c in block.items()}], list(block)
-        tags = None if tags is None else [dict(t) for t in tags]
-        call(
-            self._index.put.remote(partition_id, keys, tags, box, names),
-            self.options.call_timeout_s,
-            "put",
-        )
+        self._index_put(partition_id, keys, tags, box, names)
 
     def kv_clear(self, keys: Sequence[str], partition_id: str) -> None:
         self._check_open()
         keys = list(keys)
         call(self._index.clear.remote(partition_id, keys), self.options.call_timeout_s, "clear")
         if keys:
-            _with_timeout(
-                self._tq.kv_clear, self.options.call_timeout_s, "clear", keys, partition_id
-            )
+            self._tq_call(self._tq.kv_clear, "clear", keys, partition_id)
 
     # ------------------------------------------------------------------ reads
-    def kv_batch_get(
-        self,
-        keys: Sequence[str],
-        partition_id: str,
-        fields: Sequence[str],
-        *,
-        layout: Layout = "jagged",
-        pad_value: float = 0,
+    def _read(
+        self, partition_id: str, keys: list[str], fields: list[str], layout: Layout, pad_value: float
     ) -> TensorDict:
-        self._check_open()
-        keys, fields = list(keys), list(fields)
         if layout not in ("jagged", "padded"):
             raise ValueError(f"layout must be 'jagged' or 'padded', got {layout!r}")
         boxed, locs = call(
@@ -221,13 +171,8 @@ class TransferQueueDataPlane(AsyncTwinsMixin):
         )
         if not keys or not fields:
             return TensorDict({}, batch_size=[len(keys)])
-        got = _with_timeout(
-            self._tq.kv_batch_get,
-            self.options.call_timeout_s,
-            "get",
-            keys=keys,
-            partition_id=partition_id,
-            select_fields=fields,
+        got = self._tq_call(
+            self._tq.kv_batch_get, "get", keys=keys, partition_id=partition_id, select_fields=fields
         )
         out: dict[str, Any] = {}
         for name in fields:
@@ -241,18 +186,6 @@ class TransferQueueDataPlane(AsyncTwinsMixin):
             out[name] = _from_tq_value(name, got.get(name), kinds, layout, pad_value)
         return TensorDict(out, batch_size=[len(keys)])
 
-    def kv_list(self, partition_id: str) -> dict[str, dict[str, Any]]:
-        self._check_open()
-        return call(self._index.list.remote(partition_id), self.options.call_timeout_s, "list")
-
-    def kv_watch(self, partition_id: str, version: int, timeout: float) -> int:
-        self._check_open()
-        return call(
-            self._index.watch.remote(partition_id, version, timeout),
-            timeout + self.options.call_timeout_s,
-            "watch",
-        )
-
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
         """The creator shuts TQ down (``tq.close``) and ends the index; copies just detach."""
@@ -261,14 +194,12 @@ class TransferQueueDataPlane(AsyncTwinsMixin):
         self._closed = True
         if not self._creator:
             return
-        with contextlib.suppress(ValueError, ray.exceptions.RayError):
-            ray.kill(self._index)
+        self._end_index()
         if self._started_tq:
-            _with_timeout(self._tq.close, self.options.call_timeout_s, "shutdown (tq.close)")
+            self._tq_call(self._tq.close, "shutdown (tq.close)")
 
     def _check_open(self) -> None:
-        if self._closed:
-            raise DataPlaneClosedError("this transferqueue data plane was closed; open a new one")
+        super()._check_open()
         if not self._attached:
             if not _tq_running():
                 raise DataPlaneError(
@@ -276,10 +207,6 @@ class TransferQueueDataPlane(AsyncTwinsMixin):
                 )
             _with_timeout(self._tq.init, self.options.init_timeout_s, "attach (tq.init)")
             self._attached = True
-
-
-def _reconnect(options: TransferQueueOptions, run_id: str, index: Any) -> TransferQueueDataPlane:
-    return TransferQueueDataPlane(options, run_id=run_id, _index=index)
 
 
 def _to_tq_value(col: columns.Column) -> Any:

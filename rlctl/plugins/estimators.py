@@ -60,44 +60,48 @@ class OptimalTokenBaselineOptions(_Options):
 
 @hookimpl
 def register_advantage_estimators(register) -> None:  # noqa: ANN001 - pluggy callback
-    group = frozenset()
+    def group_relative(name: str, attr: str, **metadata: object) -> None:
+        """An outcome estimator of :mod:`rlctl.algorithms.estimators`: needs group ids only."""
+        metadata.setdefault("requires", frozenset())
+        register(name, f"{_MOD}:{attr}", group_based=True, **metadata)
+
     register(
         "gae", f"{_RET}:compute_gae_advantage",
         description="Generalized advantage estimation with a critic (PPO)",
         requires=frozenset({"values"}), group_based=False,
         paper="High-Dimensional Continuous Control Using Generalized Advantage Estimation, arXiv:1506.02438",
     )
-    register(
-        "grpo", f"{_MOD}:compute_grpo_advantage",
+    group_relative(
+        "grpo", "compute_grpo_advantage",
         description="Group-relative: (r - group mean) / (group std + eps)",
-        requires=group, group_based=True, paper="DeepSeekMath (GRPO), arXiv:2402.03300",
+        paper="DeepSeekMath (GRPO), arXiv:2402.03300",
     )
-    register(
-        "dr_grpo", f"{_MOD}:compute_dr_grpo_advantage",
+    group_relative(
+        "dr_grpo", "compute_dr_grpo_advantage",
         description="GRPO without std normalisation; pair with seq-mean-token-sum-norm",
-        requires=group, group_based=True, recommended_loss_agg="seq-mean-token-sum-norm",
+        recommended_loss_agg="seq-mean-token-sum-norm",
         paper="Understanding R1-Zero-Like Training: A Critical Perspective (Dr. GRPO), arXiv:2503.20783",
     )
-    register(
-        "grpo_passk", f"{_MOD}:compute_grpo_passk_advantage",
+    group_relative(
+        "grpo_passk", "compute_grpo_passk_advantage",
         description="Pass@k: only each group's best sample gets r_max - r_second",
-        requires=group, group_based=True, paper="Pass@k-style credit to the best sample, arXiv:2503.19595 (as implemented by verl)",
+        paper="Pass@k-style credit to the best sample, arXiv:2503.19595 (as implemented by verl)",
     )
-    register(
-        "gdpo", f"{_MOD}:compute_gdpo_advantage", options=GdpoOptions,
+    group_relative(
+        "gdpo", "compute_gdpo_advantage", options=GdpoOptions,
         description="Per-reward-component group normalisation, weighted sum, batch whitening",
-        requires=frozenset({"reward_components"}), group_based=True,
+        requires=frozenset({"reward_components"}),
         paper="GDPO: Group reward-Decoupled Normalization Policy Optimization, arXiv:2601.05242",
     )
     register(
         "reinforce_plus_plus", f"{_RET}:compute_reinforce_plus_plus_advantage",
         description="Discounted return-to-go whitened over the batch (no critic)",
-        requires=group, group_based=False, paper="REINFORCE++, arXiv:2501.03262",
+        requires=frozenset(), group_based=False, paper="REINFORCE++, arXiv:2501.03262",
     )
-    register(
-        "reinforce_plus_plus_baseline", f"{_MOD}:compute_reinforce_plus_plus_baseline_advantage",
+    group_relative(
+        "reinforce_plus_plus_baseline", "compute_reinforce_plus_plus_baseline_advantage",
         description="Group-mean baseline, then whitened over the batch",
-        requires=group, group_based=True, paper="REINFORCE++, arXiv:2501.03262",
+        paper="REINFORCE++, arXiv:2501.03262",
     )
     register(
         "remax", f"{_RET}:compute_remax_advantage",
@@ -105,31 +109,31 @@ def register_advantage_estimators(register) -> None:  # noqa: ANN001 - pluggy ca
         requires=frozenset({"reward_baselines"}), group_based=False,
         paper="ReMax, arXiv:2310.10505",
     )
-    register(
-        "rloo", f"{_MOD}:compute_rloo_advantage",
+    group_relative(
+        "rloo", "compute_rloo_advantage",
         description="Leave-one-out baseline: mean reward of the other samples of the group",
-        requires=group, group_based=True, paper="Back to Basics: Revisiting REINFORCE Style Optimization for Learning from Human Feedback in LLMs (RLOO), arXiv:2402.14740",
+        paper="Back to Basics: Revisiting REINFORCE Style Optimization for Learning from Human Feedback in LLMs (RLOO), arXiv:2402.14740",
     )
-    register(
-        "opo", f"{_MOD}:compute_opo_advantage",
+    group_relative(
+        "opo", "compute_opo_advantage",
         description="Length-weighted group-mean baseline (optimal for on-policy PG)",
-        requires=group, group_based=True, paper="On-Policy RL with Optimal Reward Baseline (OPO), arXiv:2505.23585",
+        paper="On-Policy RL with Optimal Reward Baseline (OPO), arXiv:2505.23585",
     )
-    register(
-        "gpg", f"{_MOD}:compute_gpg_advantage", options=GpgOptions,
+    group_relative(
+        "gpg", "compute_gpg_advantage", options=GpgOptions,
         description="Group-centred reward scaled by B / #non-zero rewards",
-        requires=group, group_based=True, paper="GPG: A Simple and Strong Reinforcement Learning Baseline for Model Reasoning, arXiv:2504.02546",
+        paper="GPG: A Simple and Strong Reinforcement Learning Baseline for Model Reasoning, arXiv:2504.02546",
     )
-    otb_requires = frozenset({"old_log_probs", "sum_pi_squared"})
-    register(
-        "optimal_token_baseline", f"{_OTB}:compute_optimal_token_baseline_advantage",
-        options=OptimalTokenBaselineOptions,
-        description="Per-token group baseline weighted by cumulative path variance",
-        requires=otb_requires, group_based=True, paper="Optimal Token Baseline (OTB), arXiv:2602.07078",
-    )
-    register(
-        "tir_optimal_token_baseline", f"{_OTB}:compute_tir_optimal_token_baseline_advantage",
-        options=OptimalTokenBaselineOptions,
-        description="Optimal token baseline over valid tokens of multi-turn (tool) responses",
-        requires=otb_requires, group_based=True, paper="Optimal Token Baseline (OTB), arXiv:2602.07078",
-    )
+    # The two OTB variants differ only in how they align trajectories (by position or by
+    # valid token); everything they need and declare is the same.
+    for name, attr, description in (
+        ("optimal_token_baseline", "compute_optimal_token_baseline_advantage",
+         "Per-token group baseline weighted by cumulative path variance"),
+        ("tir_optimal_token_baseline", "compute_tir_optimal_token_baseline_advantage",
+         "Optimal token baseline over valid tokens of multi-turn (tool) responses"),
+    ):
+        register(
+            name, f"{_OTB}:{attr}", options=OptimalTokenBaselineOptions, description=description,
+            requires=frozenset({"old_log_probs", "sum_pi_squared"}), group_based=True,
+            paper="Optimal Token Baseline (OTB), arXiv:2602.07078",
+        )
