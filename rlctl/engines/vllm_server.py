@@ -17,8 +17,11 @@ weight sync).
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import os
+import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -27,9 +30,10 @@ import time
 import urllib.error
 import urllib.request
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
 from rlctl.engines.vllm_options import VLLMOptions
 
@@ -61,6 +65,28 @@ class ServerCommand:
     """Variables removed from the inherited environment."""
     health_path: str = "/health"
     """GET path that answers 200 once the server can take requests."""
+    python: bool = True
+    """``argv[0]`` is a Python interpreter: it runs the orphan guard before the command."""
+
+
+# Run by the server's own interpreter, which then execs the real command: the kernel sends
+# SIGTERM to the server when the process that started it dies, even by SIGKILL, so a killed
+# trainer does not leave servers (and their GBs of memory) behind. PR_SET_PDEATHSIG survives
+# exec; it is Linux-only, elsewhere the guard just execs.
+_ORPHAN_GUARD = (
+    "import ctypes, os, signal, sys\n"
+    "try:\n"
+    "    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG\n"
+    "except (OSError, AttributeError):\n"
+    "    pass\n"
+    "if os.getppid() != int(sys.argv[1]):\n"
+    "    sys.exit('rlctl: the process that started this server has exited')\n"
+    "os.execv(sys.argv[2], sys.argv[2:])\n"
+)
+
+# The death signal fires when the *thread* that forked the server ends, not the process: spawn
+# from one thread that lives as long as the interpreter, whatever thread calls start().
+_SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlctl-server-spawner")
 
 
 def free_port() -> int:
@@ -84,6 +110,50 @@ def read_log_tail(path: Path, lines: int = 40, max_bytes: int = 64_000) -> str:
     return "\n".join(text.splitlines()[-lines:]) if text else "(log is empty)"
 
 
+_ERROR_LINE = re.compile(r"(?<![\w.])[A-Za-z_][\w.]*(Error|Exception): ")
+
+
+def error_lines(text: str, limit: int = 5) -> list[str]:
+    """Distinct lines that look like a raised exception (``FooError: why``), first ones first.
+
+    vLLM prints long tracebacks from several processes: the line naming the root cause is
+    often far above the last lines of the log, so it is quoted separately.
+    """
+    seen: list[str] = []
+    for line in text.splitlines():
+        match = _ERROR_LINE.search(line)
+        if match is None or " WARNING " in line:
+            continue
+        cause = line[match.start():].strip()
+        if cause not in seen:
+            seen.append(cause)
+        if len(seen) == limit:
+            break
+    return seen
+
+
+def log_excerpt(path: Path, lines: int = 40) -> str:
+    """The error lines of a log (root cause first) followed by its last ``lines`` lines."""
+    tail = read_log_tail(path, lines)
+    causes = error_lines(read_log_tail(path, lines=100_000, max_bytes=2_000_000))
+    head = "".join(f"  {c}\n" for c in causes)
+    head = f"--- errors in {path} ---\n{head}" if head else ""
+    return f"{head}--- last lines of {path} ---\n{tail}"
+
+
+def live_group_members(pgid: int) -> list[int]:
+    """Pids of the processes of group ``pgid`` that are not zombies (Linux ``/proc``)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(") ", 1)[1].split()  # after "pid (comm) "
+        except (OSError, IndexError):
+            continue  # exited while we looked
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            members.append(int(stat.parent.name))
+    return members
+
+
 def _kill_group(popen: subprocess.Popen[bytes], grace_s: float) -> None:
     """SIGTERM the process group, wait ``grace_s``, then SIGKILL what is left; reap the parent.
 
@@ -102,6 +172,10 @@ def _kill_group(popen: subprocess.Popen[bytes], grace_s: float) -> None:
         os.killpg(pgid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         popen.wait(timeout=10)
+    # SIGKILL is asynchronous: return once no live process of the group is left (bounded).
+    deadline = time.monotonic() + 10
+    while live_group_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 class ServerProcess:
@@ -134,17 +208,21 @@ class ServerProcess:
         env.update(self.command.env)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
-            log.write(f"$ {' '.join(self.command.argv)}\n".encode())
+            log.write(f"$ {shlex.join(self.command.argv)}\n".encode())
             log.flush()
+            argv = list(self.command.argv)
+            if self.command.python:
+                argv = [argv[0], "-c", _ORPHAN_GUARD, str(os.getpid()), *argv]
             try:
-                self.popen = subprocess.Popen(
-                    self.command.argv,
+                self.popen = _SPAWNER.submit(
+                    subprocess.Popen,
+                    argv,
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     env=env,
                     start_new_session=True,  # own process group: stop() kills its children too
-                )
+                ).result()
             except OSError as exc:
                 raise ServerError(
                     f"server {self.name} could not be started: {exc} (command: "
@@ -182,13 +260,6 @@ class ServerProcess:
     def alive(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
 
-    def check_alive(self) -> None:
-        """Raise :class:`ServerError` (with the log tail) when the process has exited."""
-        popen = self._require_started()
-        code = popen.poll()
-        if code is not None:
-            raise ServerError(f"server {self.name} died (exit code {code}){self._log_suffix()}")
-
     def stop(self, grace_s: float = 10.0) -> None:
         """Terminate the process group and reap it (idempotent)."""
         if self.popen is None:
@@ -201,14 +272,14 @@ class ServerProcess:
         return read_log_tail(self.log_path, lines)
 
     def _log_suffix(self) -> str:
-        return f"\n--- last lines of {self.log_path} ---\n{self.log_tail()}"
+        return "\n" + log_excerpt(self.log_path)
 
     def _require_started(self) -> subprocess.Popen[bytes]:
         if self.popen is None:
             raise RuntimeError(f"server {self.name} was not started: call start() first")
         return self.popen
 
-    def __enter__(self) -> ServerProcess:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -217,7 +288,7 @@ class ServerProcess:
 
 def _http_ok(url: str, timeout_s: float) -> bool:
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as resp:  # noqa: S310 (loopback)
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
             return resp.status == 200
     except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
         return False
@@ -244,9 +315,10 @@ def start_servers(servers: Sequence[ServerProcess], timeout_s: float) -> None:
     try:
         for server in servers:
             server.start()
+        deadline = time.monotonic() + timeout_s
         for server in servers:
             # One deadline for the group: the servers have been booting side by side.
-            server.wait_healthy(timeout_s)
+            server.wait_healthy(max(0.0, deadline - time.monotonic()))
     except BaseException:
         for server in servers:
             server.stop()
@@ -298,19 +370,8 @@ def vllm_server_command(
     if on_cpu:
         # On CPU, gpu_memory_utilization means a fraction of host RAM and fails on a shared
         # machine: size the KV cache explicitly.
-        env["VLLM_CPU_KVCACHE_SPACE"] = _gib(options.kv_cache_space_gib or 1.0)
+        env["VLLM_CPU_KVCACHE_SPACE"] = str(options.kv_cache_space_gib or 1)  # GiB, an int
     env.update(options.env)
     unset = _PYTHON_ENV_VARS if options.python else ()
     return ServerCommand(name=name, argv=argv, port=port, env=env, unset_env=unset)
 
-
-def _gib(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else str(value)
-
-
-def describe(servers: Mapping[str, ServerProcess | None]) -> str:
-    """One line per server: url, pid, log (for error messages and ``repr``)."""
-    out = []
-    for url, proc in servers.items():
-        out.append(url if proc is None else f"{proc.name} {url} pid={proc.pid} log={proc.log_path}")
-    return "; ".join(out)
