@@ -70,7 +70,16 @@ def export_hf(
     partial = out_dir.with_name(out_dir.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
-    model.save_pretrained(partial)
+    from transformers.utils import logging as hf_logging
+
+    # transformers draws a tqdm bar per save; it would break the trainer's progress display.
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        model.save_pretrained(partial)
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
     if tokenizer is not None:
         tokenizer.save_pretrained(partial)
     if out_dir.exists():
