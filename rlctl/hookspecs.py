@@ -73,7 +73,9 @@ def register_rollout_engines(register: Callable[..., None]) -> None:
 def register_weight_syncs(register: Callable[..., None]) -> None:
     """Register weight-sync methods that move actor weights to rollout engines.
 
-    ``target(actor, rollout, version: int) -> None`` or a class with that ``__call__``.
+    ``target(options) -> sync`` where ``sync(weights, rollout_engine, version: int)`` applies
+    the actor's exported full weights (a state dict, already moved next to the rollout
+    worker by the trainer) to a rollout engine and stamps ``version``.
     Metadata: ``engines`` (tuple of rollout-engine names the method supports).
     """
 
@@ -125,8 +127,9 @@ def register_reward_functions(register: Callable[..., None]) -> None:
 def register_tasks(register: Callable[..., None]) -> None:
     """Register synthetic prompt tasks (``[data] task = NAME``).
 
-    ``target(options) -> PromptSource``: yields prompts with their ground truth, offline
-    and deterministic given a seed. Metadata: ``reward`` (str, the reward function
+    ``target(options, *, seed=0, split="train") -> PromptSource``: yields prompts with their
+    ground truth, offline and deterministic given a seed; ``split`` picks an independent
+    stream (``"val"`` for validation). Metadata: ``reward`` (str, the reward function
     that scores it by default).
     """
 
