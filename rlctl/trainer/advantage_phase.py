@@ -12,8 +12,8 @@ from typing import Any
 from rlctl.config.recipe import Recipe
 from rlctl.protocol.kv import KVBatchMeta
 from rlctl.trainer import metric_reduce as mr
-from rlctl.trainer.reward_sections import effective_rewards
 from rlctl.trainer.fields import mask_from_lengths, to_jagged, to_padded
+from rlctl.trainer.reward_sections import effective_rewards
 
 # estimator `requires` name -> data-plane field holding it
 REQUIRED_FIELDS = {

@@ -13,9 +13,9 @@ from typing import Any
 
 from rlctl.config.derived import Derived
 from rlctl.config.recipe import Recipe
+from rlctl.engines.rollout_engine import SamplingParams
 from rlctl.protocol.kv import KVBatchMeta
 from rlctl.trainer import metric_reduce as mr
-from rlctl.engines.rollout_engine import SamplingParams
 from rlctl.trainer.balance import balanced_equal_partition, group_partition
 from rlctl.trainer.prompts import PromptFeeder
 from rlctl.trainer.worker_group import TrafficMeter, WorkerGroup

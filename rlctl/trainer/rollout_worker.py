@@ -17,8 +17,8 @@ from typing import Any
 
 from rlctl.config.recipe import Recipe
 from rlctl.protocol.kv import KVBatchMeta, make_key
-from rlctl.trainer.fields import from_rows, non_tensor_column, rows
 from rlctl.trainer.agent_loop import AgentOutput, PromptRecord, SamplingParams
+from rlctl.trainer.fields import from_rows, non_tensor_column, rows
 
 
 class RolloutWorker:
@@ -37,8 +37,8 @@ class RolloutWorker:
         from rlctl.engines.rollout_engine import RolloutEngineSpec
         from rlctl.models.loading import load_tokenizer
         from rlctl.registry import get_registry
-        from rlctl.trainer.device import pick_device
         from rlctl.rewards.reward_set import RewardSet
+        from rlctl.trainer.device import pick_device
         from rlctl.trainer.reward_sections import effective_rewards
 
         if self.threads:

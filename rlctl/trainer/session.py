@@ -44,7 +44,7 @@ class Session:
             raise
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stack.close()
 
     def _start(self) -> None:

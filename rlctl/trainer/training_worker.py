@@ -76,7 +76,6 @@ class TrainingWorker:
 
         Returns (batch, {field: [B', R]}, response lengths); B' = pad_to >= len(meta).
         """
-        import torch
 
         from rlctl.engines.batch import ModelBatch
 
@@ -136,7 +135,7 @@ class TrainingWorker:
         return partials
 
     def compute_values(self, meta: KVBatchMeta, pad_to: int) -> dict[str, mr.Partial]:
-        batch, fields, lengths = self._model_batch(meta, [], pad_to)
+        batch, _, lengths = self._model_batch(meta, [], pad_to)
         values = self.engines["critic"].compute_values(batch)
         if len(meta):
             self._put(meta, lengths, {"values": values})
