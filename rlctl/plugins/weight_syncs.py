@@ -18,7 +18,7 @@ class VLLMWeightSyncOptions(_Strict):
     """Options of the ``vllm`` weight sync (vLLM's weight-transfer lifecycle)."""
 
     transport: Literal["file", "http_bytes", "nccl", "ipc"] = "file"
-    """How tensors travel: a safetensors file, bytes over HTTP, NCCL or CUDA IPC (GPU)."""
+    """How tensors travel: a safetensors file (implemented), bytes over HTTP, NCCL or CUDA IPC (not yet)."""
     bucket_mb: PositiveInt = 512
     """Tensors are sent in buckets of about this size."""
     pause_mode: Literal["abort", "wait", "keep"] = "wait"
@@ -51,9 +51,9 @@ def register_weight_syncs(register) -> None:  # type: ignore[no-untyped-def]
     )
     register(
         "vllm",
-        None,
+        "rlctl.engines.weight_sync:EngineReloadWeightSync",
         options=VLLMWeightSyncOptions,
-        description="vLLM weight-transfer lifecycle (pause, update, resume) - not implemented yet",
+        description="vLLM pause -> reload_weights from a safetensors file -> resume (file transport)",
         engines=("vllm",),
     )
     register(

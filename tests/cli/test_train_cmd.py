@@ -21,10 +21,10 @@ def test_train_refuses_a_bad_recipe_with_exit_2(rlctl) -> None:  # type: ignore[
 
 def test_train_refuses_names_not_implemented_yet(rlctl) -> None:  # type: ignore[no-untyped-def]
     result = rlctl("train", str(DATA / "small.toml"), "-s", "engines.train.backend=megatron",
-                   "-s", "engines.rollout.backend=vllm", code=1)
+                   "-s", "engines.rollout.backend=sglang", code=1)
     assert result.stderr == (
         'error: not implemented yet: engines.train.backend = "megatron" (model engine); '
-        'engines.rollout.backend = "vllm" (rollout engine)\n'
+        'engines.rollout.backend = "sglang" (rollout engine)\n'
         "  fix: choose an implemented name (see `rlctl plugins list`)\n"
     )
 

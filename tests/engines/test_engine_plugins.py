@@ -39,8 +39,8 @@ def test_fsdp_and_hf_load(registry):
 
 @pytest.mark.parametrize(
     ("kind", "name"),
-    [("model_engine", "megatron"), ("rollout_engine", "vllm"), ("rollout_engine", "sglang"),
-     ("weight_sync", "vllm"), ("weight_sync", "sglang")],
+    [("model_engine", "megatron"), ("rollout_engine", "sglang"),
+     ("weight_sync", "sglang")],
 )
 def test_not_yet_implemented_names_have_options_and_fail_clearly(registry, kind, name):
     reg = registry.get(kind, name)

@@ -80,7 +80,7 @@ def test_gae_with_critic_and_kl_in_loss(make_recipe, run):
 
 
 def test_exit_code_1_and_message_for_a_not_implemented_engine(make_recipe, capsys):
-    code = train_from_recipe(make_recipe(engines={"rollout": {"backend": "vllm"}}))
+    code = train_from_recipe(make_recipe(engines={"rollout": {"backend": "sglang"}}))
     assert code == 1
     assert "not implemented yet" in capsys.readouterr().err
 
