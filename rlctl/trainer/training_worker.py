@@ -43,6 +43,7 @@ class TrainingWorker:
         import torch
 
         from rlctl.engines.model_engine import ModelEngineSpec
+        from rlctl.models.loading import load_tokenizer
         from rlctl.registry import get_registry
         from rlctl.trainer.actor_loss import build_critic_loss
         from rlctl.trainer.device import pick_device
@@ -58,6 +59,8 @@ class TrainingWorker:
             LOCAL_RANK="0" if pick_device(self.recipe) == "cpu" else str(self.rank),
         )
         self.registry = get_registry()
+        tokenizer = load_tokenizer(self.recipe.model)
+        self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id)
         engine_cls = self.registry.load("model_engine", self.recipe.engines.train.backend)
         device = pick_device(self.recipe)
         for role in self.roles:
@@ -89,7 +92,7 @@ class TrainingWorker:
         td = self.plane.kv_batch_get(keys, meta.partition_id, ["prompt_ids", "response_ids", *extra_fields])
         prompts = rows(td["prompt_ids"])
         responses = rows(td["response_ids"])
-        batch = ModelBatch.from_samples(prompts, responses, pad_id=self._pad_id())
+        batch = ModelBatch.from_samples(prompts, responses, pad_id=self.pad_id)
         fields = {name: to_padded(td[name], lengths).float() for name in extra_fields}
         mask = mask_from_lengths(lengths, batch.responses.shape[1])
         if n_real < pad_to:
@@ -97,14 +100,6 @@ class TrainingWorker:
         fields["response_mask"] = mask
         batch.response_mask = mask * batch.response_mask  # padded copies contribute nothing
         return batch, fields, lengths[:n_real]
-
-    def _pad_id(self) -> int:
-        if not hasattr(self, "_pad"):
-            from rlctl.models.loading import load_tokenizer
-
-            tok = load_tokenizer(self.recipe.model)
-            self._pad = int(tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id)
-        return self._pad
 
     def _put(self, meta: KVBatchMeta, lengths: list[int], outputs: dict[str, Any]) -> None:
         from tensordict import TensorDict
