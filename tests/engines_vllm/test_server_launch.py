@@ -19,16 +19,16 @@ from vllm_env import tiny_recipe
 from rlctl.engines.rollout_engine import RolloutEngineSpec
 from rlctl.engines.vllm_options import VLLMOptions
 from rlctl.engines.vllm_rollout import VLLMRolloutEngine
-from rlctl.engines.vllm_server import (
+from rlctl.engines.server_process import (
     ServerCommand,
     ServerError,
     ServerProcess,
     error_lines,
     free_port,
     live_group_members,
-    vllm_server_command,
     wait_for_urls,
 )
+from rlctl.engines.vllm_server import vllm_server_command
 
 
 def gone(pid: int) -> bool:
@@ -142,7 +142,7 @@ def test_a_killed_owner_does_not_leave_its_server_behind(tmp_path):
     # The owner starts a server, then dies by SIGKILL (no finalizer, no atexit can run).
     owner_script = (
         "import sys, time\n"
-        "from rlctl.engines.vllm_server import ServerCommand, ServerProcess\n"
+        "from rlctl.engines.server_process import ServerCommand, ServerProcess\n"
         "cmd = ServerCommand(name='orphan[0]', port=1,\n"
         "                    argv=[sys.executable, '-c', 'import time; time.sleep(120)'])\n"
         "server = ServerProcess(cmd, sys.argv[1])\n"

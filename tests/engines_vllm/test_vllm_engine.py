@@ -21,7 +21,7 @@ from rlctl.engines.fsdp_engine import token_log_probs
 from rlctl.engines.hf_rollout import HFRolloutEngine
 from rlctl.engines.rollout_engine import RolloutEngineSpec, SamplingParams
 from rlctl.engines.vllm_rollout import VLLMRolloutEngine
-from rlctl.engines.vllm_server import ServerError, live_group_members
+from rlctl.engines.server_process import ServerError, live_group_members
 from rlctl.models.loading import load_causal_lm, load_tokenizer
 from rlctl.models.tiny import EOS_ID
 
