@@ -75,6 +75,9 @@ class Trainer:
         )
         self.policy_version = 0
         self.timings: dict[str, float] = {}
+        # Model-parallel peers (same DP rank) get the same shard; asked before any step so
+        # the per-step controller-traffic metric does not depend on when a run started.
+        self.dp_ranks = self.read_layout()
 
     # ================================================================== one step
     def step(self, step: int) -> dict[str, float]:
@@ -157,10 +160,24 @@ class Trainer:
                     raise
 
     def balance(self, batch: KVBatchMeta) -> tuple[list[KVBatchMeta], int]:
-        """Sequence-length balancing across training ranks, from ``seq_len`` tags only."""
-        parts = balanced_equal_partition([int(t["seq_len"]) for t in batch.tags], self.train.world_size)
-        shards = [batch.select(p) for p in parts]
+        """Sequence-length balancing across data-parallel groups, from ``seq_len`` tags only.
+
+        Returns one shard per training rank: model-parallel peers (same ``dp_rank``) get the
+        same shard.
+        """
+        dp_ranks = self.dp_ranks
+        parts = balanced_equal_partition([int(t["seq_len"]) for t in batch.tags], max(dp_ranks) + 1)
+        shards = [batch.select(parts[r]) for r in dp_ranks]
         return shards, max(len(p) for p in parts)
+
+    def read_layout(self) -> list[int]:
+        """The data-parallel rank of every training rank (asked once, at start-up)."""
+        layout = self.train.call("layout")
+        sizes = {size for _, size, _ in layout}
+        ranks = [r for r, _, _ in layout]
+        if len(sizes) != 1 or sorted(set(ranks)) != list(range(sizes.pop())):
+            raise StepError(f"training ranks report an inconsistent data-parallel layout {layout}")
+        return ranks
 
     def group_shards(self, batch: KVBatchMeta) -> list[KVBatchMeta]:
         """Group-aware split: every sample of a uid on one rank (group-relative estimators)."""

@@ -4,6 +4,11 @@ Every method receives a :class:`KVBatchMeta` (its shard of the step), fetches fr
 plane only the fields it needs, runs the engine, writes its outputs back and returns scalar
 metric partials. Shards are padded to ``pad_to`` rows (copies with a zero mask) so every
 FSDP rank runs the same number of micro-batches: collectives must line up.
+
+Model parallelism (Megatron TP / PP): the ranks of one data-parallel group get the same shard
+(the controller splits by :meth:`TrainingWorker.layout`'s ``dp_rank``) and only the one whose
+engine ``writes_outputs`` puts results and returns metric partials; engines without these
+attributes are pure data parallel (every rank is its own DP group and writes).
 """
 
 from __future__ import annotations
@@ -71,7 +76,15 @@ class TrainingWorker:
             self.engines[role] = engine
         if "critic" in self.engines:
             self.critic_loss = build_critic_loss(self.recipe)
+        first = next(iter(self.engines.values()))
+        self.dp_rank = int(getattr(first, "dp_rank", self.rank))
+        self.dp_size = int(getattr(first, "dp_size", self.world_size))
+        self.writes_outputs = bool(getattr(first, "writes_outputs", True))
         return True
+
+    def layout(self) -> tuple[int, int, bool]:
+        """``(dp_rank, dp_size, writes_outputs)`` of this rank (after :meth:`ready`)."""
+        return self.dp_rank, self.dp_size, self.writes_outputs
 
     # ------------------------------------------------------------------ helpers
     def _model_batch(self, meta: KVBatchMeta, extra_fields: list[str], pad_to: int) -> tuple[Any, dict[str, Any], list[int]]:
@@ -115,7 +128,7 @@ class TrainingWorker:
         extra = ["rollout_log_probs"] if role == "actor" else []
         batch, fields, lengths = self._model_batch(meta, extra, pad_to)
         log_probs, entropy = self.engines[role].compute_log_prob(batch, temperature=temperature, with_entropy=with_entropy)
-        if len(meta) == 0:
+        if len(meta) == 0 or not self.writes_outputs:
             return {}
         self._put(meta, lengths, {field: log_probs})
         partials: dict[str, mr.Partial] = {}
@@ -132,7 +145,7 @@ class TrainingWorker:
     def compute_values(self, meta: KVBatchMeta, pad_to: int) -> dict[str, mr.Partial]:
         batch, _, lengths = self._model_batch(meta, [], pad_to)
         values = self.engines["critic"].compute_values(batch)
-        if len(meta):
+        if len(meta) and self.writes_outputs:
             self._put(meta, lengths, {"values": values})
         return {}
 
@@ -168,7 +181,8 @@ class TrainingWorker:
         for epoch in range(alg.epochs):
             order = torch.arange(rows)
             if alg.shuffle_minibatches and (alg.minibatches > 1 or alg.epochs > 1):
-                gen = torch.Generator().manual_seed(self.recipe.run.seed * 100003 + step * 101 + epoch * 7 + self.rank)
+                # Seeded by the DP rank: model-parallel peers of one shard must shuffle alike.
+                gen = torch.Generator().manual_seed(self.recipe.run.seed * 100003 + step * 101 + epoch * 7 + self.dp_rank)
                 order = torch.randperm(rows, generator=gen)
             for mb in range(alg.minibatches):
                 idx = order[mb * per_mb : (mb + 1) * per_mb] if mb < alg.minibatches - 1 else order[mb * per_mb :]
@@ -184,7 +198,7 @@ class TrainingWorker:
                 for name, value in metrics.items():
                     key = name if "/" in name else f"{role}/{name}"
                     partials = mr.merge([partials, {key: mr.scalar_partial(float(value), max(weight, 1.0))}])
-        return partials
+        return partials if self.writes_outputs else {}
 
     def _global_normaliser(self, mask: Any) -> float:
         """Tokens (token-mean) or sequences (seq-mean-*) of the minibatch over all ranks."""
@@ -192,7 +206,10 @@ class TrainingWorker:
         from rlctl.engines.fsdp_engine import global_normaliser
 
         local = loss_normalizer(mask, self.recipe.algorithm.loss.agg)
-        return max(global_normaliser(local), 1.0)
+        # Summed over every rank, then divided by the ranks per DP group: model-parallel peers
+        # hold copies of the same shard (exact, since their shards are identical).
+        total = global_normaliser(local) * self.dp_size / self.world_size
+        return max(total, 1.0)
 
     def score_partials(self, meta: KVBatchMeta) -> dict[str, mr.Partial]:
         """Score and per-reward partials of ``meta`` (validation: no advantages needed)."""
@@ -240,8 +257,10 @@ class TrainingWorker:
         from rlctl.checkpoint import export_hf
         from rlctl.models.loading import load_tokenizer
 
-        model = self.engines["actor"].model
-        export_hf(state, model.config, load_tokenizer(self.recipe.model), out_dir)
+        engine = self.engines["actor"]
+        # Engines whose model is not a transformers one (megatron) expose the HF config.
+        config = getattr(engine, "hf_config", None) or engine.model.config
+        export_hf(state, config, load_tokenizer(self.recipe.model), out_dir)
         return out_dir
 
     def close(self) -> None:
