@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Issue 6 GPU check: a few GRPO steps on one GPU with real engines, printing step times and reward.
+#
+#   1. vLLM rollout + FSDP2 (NCCL) training, then
+#   2. vLLM rollout + Megatron-core training,
+# each on recipes/tiny_grpo.toml + scripts/gpu_check.toml (qwen3_grpo's algorithm scaled down
+# to one GPU and a small Qwen3 built offline: the GPU machine cannot download).
+#
+# Usage:   scripts/gpu_check.sh                    (on a machine with one CUDA GPU, ~10 min)
+#          STEPS=4 scripts/gpu_check.sh            (fewer steps)
+#          RLCTL_VLLM_PYTHON=/env/bin/python ...   (an interpreter with vllm; default: the env
+#                                                   scripts/build_engine_envs.sh vllm builds)
+#          GPU_CHECK_DEVICE=cpu scripts/gpu_check.sh   (dry run of this script on a CPU machine:
+#                                                   smaller model, 2 steps, Megatron through the
+#                                                   test-only CUDA shim in tests/engines_megatron)
+# Needs: rlctl installed with the train and megatron extras; vLLM in its own env.
+# Output: per-step lines, then a summary per engine; run dirs under $GPU_CHECK_DIR.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEVICE="${GPU_CHECK_DEVICE:-cuda}"
+STEPS="${STEPS:-6}"
+RUN_ROOT="${GPU_CHECK_DIR:-${OUT:-/tmp}/rlctl-gpu-check}"
+BACKENDS="${GPU_CHECK_BACKENDS:-fsdp megatron}"
+STEP_TIMEOUT_S="${GPU_CHECK_TIMEOUT_S:-300}"
+export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 PYTHONUNBUFFERED=1
+
+overrides=(-s "schedule.total_steps=$STEPS")
+if [[ "$DEVICE" == "cuda" ]]; then
+    python -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else "no CUDA GPU visible to torch")'
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+else
+    STEPS="${STEPS_CPU:-2}"
+    overrides=(
+        -s "schedule.total_steps=$STEPS" -s run.device=cpu -s model.dtype=float32
+        -s model.tiny.hidden_size=128 -s model.tiny.intermediate_size=256
+        -s model.tiny.num_hidden_layers=2 -s model.tiny.num_attention_heads=4
+        -s model.tiny.num_key_value_heads=2 -s model.tiny.head_dim=32
+        -s algorithm.prompts_per_step=16 -s resources.num_cpus=2
+    )
+    # Megatron-core's forward hard-codes CUDA calls; on CPU the test-only shim patches them.
+    export PYTHONPATH="$PWD/tests/engines_megatron/shim${PYTHONPATH:+:$PYTHONPATH}"
+fi
+
+VLLM_PY="${RLCTL_VLLM_PYTHON:-}"
+if [[ -z "$VLLM_PY" ]]; then
+    VLLM_PY="$(scripts/build_engine_envs.sh vllm | sed -n 's/^vllm=//p')"
+fi
+echo "gpu_check: device=$DEVICE steps=$STEPS vllm python=$VLLM_PY runs in $RUN_ROOT"
+
+status=0
+for backend in $BACKENDS; do
+    name="gpu-check-$backend"
+    started=$(date +%s)
+    echo "=== $backend: rlctl train recipes/tiny_grpo.toml scripts/gpu_check.toml -s engines.train.backend=$backend"
+    if ! timeout "$STEP_TIMEOUT_S" rlctl train recipes/tiny_grpo.toml scripts/gpu_check.toml --quiet \
+        "${overrides[@]}" -s "engines.train.backend=$backend" \
+        -s "engines.rollout.options.python=$VLLM_PY" \
+        -s "run.output_dir=$RUN_ROOT" -s "run.name=$name"; then
+        echo "=== $backend: FAILED (exit $?)"
+        status=1
+        continue
+    fi
+    python - "$RUN_ROOT/$name/metrics.jsonl" "$backend" "$(( $(date +%s) - started ))" <<'PY'
+import json, sys
+
+path, backend, wall = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rows = [json.loads(line) for line in open(path) if line.strip()]
+columns = {"step_s": "timing_s/step", "gen_s": "timing_s/gen", "old_log_prob_s": "timing_s/old_log_prob",
+           "update_actor_s": "timing_s/update_actor", "weight_sync_s": "timing_s/update_weights",
+           "reward": "critic/score/mean"}
+keys = tuple(columns.values())
+print(f"{'step':>4} " + " ".join(f"{label:>15}" for label in columns))
+for r in rows:
+    print(f"{r['step']:>4} " + " ".join(f"{r.get(k, float('nan')):>15.4f}" for k in keys))
+later = rows[1:] or rows  # step 1 includes compilation and warm-up
+mean_step = sum(r["timing_s/step"] for r in later) / len(later)
+print(f"=== {backend}: {len(rows)} steps, wall {wall} s, mean step (after the first) {mean_step:.2f} s, "
+      f"reward first {rows[0]['critic/score/mean']:.3f} last {rows[-1]['critic/score/mean']:.3f}")
+PY
+done
+exit $status
