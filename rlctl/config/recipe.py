@@ -13,9 +13,9 @@ each against the option model that the selected plugin registered.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PositiveFloat, PositiveInt
 
 
 class Section(BaseModel):
@@ -28,6 +28,16 @@ class Section(BaseModel):
 
 Options = dict[str, Any]
 
+
+def _non_empty_path(value: Any) -> Any:
+    # pydantic turns "" into Path("."): `-s data.train=` would silently mean the current directory.
+    if isinstance(value, str) and not value.strip():
+        raise ValueError("an empty path is not a path; give a file or directory (or remove the key)")
+    return value
+
+
+FilePath = Annotated[Path, BeforeValidator(_non_empty_path)]
+
 # --------------------------------------------------------------------------- run & model
 
 
@@ -36,7 +46,7 @@ class RunSection(Section):
     """Run name; the run directory is ``<output_dir>/<name>``."""
     seed: int = Field(0, ge=0)
     """Seed for model init, data order, sampling and dropout."""
-    output_dir: Path = Path("runs")
+    output_dir: FilePath = Path("runs")
     """Directory that holds run directories."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """Where models run: ``auto`` picks CUDA when available, else CPU (gloo)."""
@@ -93,9 +103,9 @@ class CriticSection(Section):
 
 
 class DataSection(Section):
-    train: Path | None = None
+    train: FilePath | None = None
     """Parquet file of training prompts (verl layout: a chat-message ``prompt`` column)."""
-    val: Path | None = None
+    val: FilePath | None = None
     """Parquet file of validation prompts."""
     task: str | None = None
     """A registered synthetic task instead of parquet files (e.g. ``count_digits``)."""

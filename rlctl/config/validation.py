@@ -146,7 +146,10 @@ def problem_from_error(
         source = None
     tp, info = resolve_loc(model, loc)
     has_default, default = _default_of(info)
-    example = f"; the default is {leaf} = {toml_literal(default)}" if has_default else ""
+    if has_default and default is None:
+        example = f"; by default {leaf} is unset (leave the key out)"
+    else:
+        example = f"; the default is {leaf} = {toml_literal(default)}" if has_default else ""
 
     if kind == "extra_forbidden":
         parent = key_path(prefix + loc[:-1]) or "the recipe"

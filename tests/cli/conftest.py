@@ -15,7 +15,8 @@ from cli_helpers import ROOT, invoke
 from typer.testing import Result
 
 from rlctl.cli.app import build_app
-from rlctl.registry import PLUGINS_ENV, reset_registry
+from rlctl.hookspecs import hookimpl
+from rlctl.registry import PLUGINS_ENV, build_registry, reset_registry, set_registry
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -55,3 +56,24 @@ def rlctl(app) -> Callable[..., Result]:  # type: ignore[no-untyped-def]
         return invoke(app, list(args), code)
 
     return _run
+
+
+class PlannedEnginesPlugin:
+    """Announces a model and a rollout engine it does not implement yet (target ``None``):
+    the CLI must list them as such and refuse to train with them."""
+
+    @hookimpl
+    def register_model_engines(self, register) -> None:  # type: ignore[no-untyped-def]
+        register("planned-train", None, description="announced, not implemented yet")
+
+    @hookimpl
+    def register_rollout_engines(self, register) -> None:  # type: ignore[no-untyped-def]
+        register("planned", None, description="announced, not implemented yet")
+
+
+@pytest.fixture
+def planned_engines() -> Iterator[None]:
+    """The built-ins plus :class:`PlannedEnginesPlugin`, for this test only."""
+    set_registry(build_registry(external="none", extra=[PlannedEnginesPlugin()]))
+    yield
+    reset_registry()

@@ -38,11 +38,13 @@ def test_json_lists_every_builtin_with_what_it_registered(rlctl) -> None:  # typ
     assert report["failures"] == []
 
 
-def test_text_marks_names_that_are_not_implemented_yet(rlctl) -> None:  # type: ignore[no-untyped-def]
+def test_text_marks_names_that_are_not_implemented_yet(rlctl, planned_engines) -> None:  # type: ignore[no-untyped-def]
     text = rlctl("plugins", "list").stdout
-    block = next(b for b in text.split("\n\n") if b.startswith("rlctl.plugins.model_engines"))
-    assert block.splitlines()[0] == f"rlctl.plugins.model_engines  (rlctl {__version__}, built-in)"
-    assert "megatron (not implemented yet)" in block
+    block = next(b for b in text.split("\n\n") if b.startswith("PlannedEnginesPlugin"))
+    assert "planned-train (not implemented yet)" in block
+    assert "planned (not implemented yet)" in block
+    builtin = next(b for b in text.split("\n\n") if b.startswith("rlctl.plugins.model_engines"))
+    assert builtin.splitlines()[0] == f"rlctl.plugins.model_engines  (rlctl {__version__}, built-in)"
 
 
 def _rlctl(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
