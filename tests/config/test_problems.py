@@ -117,3 +117,10 @@ def test_report_format() -> None:
         "  x.toml: recipe file not found\n"
         "      fix: check the path"
     )
+
+
+def test_an_empty_path_is_an_error_not_the_current_directory(problems: Problems) -> None:
+    (p,) = problems(BASE + '[run]\noutput_dir = " "\n')
+    assert p.path == "run.output_dir"
+    assert p.message.startswith("an empty path is not a path")
+    assert p.fix.endswith('the default is output_dir = "runs"')
