@@ -6,8 +6,9 @@ import subprocess
 import sys
 
 import pytest
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
+from rlctl.hookspecs import hookimpl
 from rlctl.registry import NotImplementedYet, build_registry
 
 
@@ -37,16 +38,41 @@ def test_fsdp_and_hf_load(registry):
     assert registry.get("weight_sync", "in_process").metadata["engines"] == ("hf",)
 
 
-@pytest.mark.parametrize(
-    ("kind", "name"),
-    [("model_engine", "megatron"), ("rollout_engine", "sglang"),
-     ("weight_sync", "sglang")],
-)
-def test_not_yet_implemented_names_have_options_and_fail_clearly(registry, kind, name):
-    reg = registry.get(kind, name)
+class _PlannedPlugin:
+    """Announces names it does not implement yet, with their option models."""
+
+    class Options(BaseModel):
+        size: int = 1
+        """A documented option."""
+
+    @hookimpl
+    def register_model_engines(self, register) -> None:  # type: ignore[no-untyped-def]
+        register("planned", None, options=self.Options, description="not implemented yet")
+
+    @hookimpl
+    def register_weight_syncs(self, register) -> None:  # type: ignore[no-untyped-def]
+        register("planned", None, options=self.Options, description="not implemented yet")
+
+
+@pytest.mark.parametrize("kind", ["model_engine", "weight_sync"])
+def test_not_yet_implemented_names_have_options_and_fail_clearly(kind):
+    reg = build_registry(external="none", extra=[_PlannedPlugin()]).get(kind, "planned")
     assert reg.options is not None and reg.options.model_fields
     with pytest.raises(NotImplementedYet, match="not implemented yet"):
         reg.load()
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "target"),
+    [
+        ("model_engine", "megatron", "rlctl.engines.megatron_engine:MegatronEngine"),
+        ("rollout_engine", "vllm", "rlctl.engines.vllm_rollout:VLLMRolloutEngine"),
+        ("rollout_engine", "sglang", "rlctl.engines.sglang_rollout:SGLangRolloutEngine"),
+    ],
+)
+def test_server_and_megatron_engines_are_registered_lazily(registry, kind, name, target):
+    # Lazy "module:attr" targets: selecting them in a recipe imports nothing heavy.
+    assert registry.get(kind, name).target == target
 
 
 @pytest.mark.parametrize(
