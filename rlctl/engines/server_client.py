@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import subprocess
 import threading
 from collections.abc import Coroutine
 from dataclasses import dataclass
@@ -43,9 +44,14 @@ class Replica:
 
     def dead_suffix(self) -> str:
         """Why a request failed at the transport level: a dead process explains it best."""
-        if self.process is None:
+        if self.process is None or self.process.popen is None:
             return ""
-        code = self.process.popen.poll() if self.process.popen is not None else None
+        # A killed server's sockets close a moment before it can be reaped: give it a second,
+        # so the error says "died with exit code -9" rather than "still running".
+        try:
+            code = self.process.popen.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            code = None
         state = "it is still running" if code is None else f"it died with exit code {code}"
         return f" ({state}){self.log_suffix()}"
 

@@ -11,13 +11,15 @@ the one of the distribution the token was drawn from (after temperature / top-k 
 the ``hf`` engine. Every request carries its own seed (engine seed and a request counter), so a
 sequence of calls is reproducible whatever the server batches together.
 
-Weight sync (first path): ``update_weights`` writes the state dict to one safetensors file in a
-staging directory and asks every server to ``/collective_rpc`` ``reload_weights`` from it (vLLM
-CPU repacks its linear weights after loading, so a plain ``load_weights`` would fail; the
-worker's ``reload_weights`` repacks). Requests in flight finish on the old weights first
-(``/pause?mode=wait``), the prefix cache is reset (its KV was computed by the old weights), then
-``/resume``. The engine stamps ``version`` on every later generation. The staging file must be
-readable by the servers: attached servers (``urls``) must share this machine's filesystem.
+Weight sync: the ``vllm`` weight-sync plugin (:mod:`rlctl.engines.vllm_weight_sync`) drives
+vLLM's native weight-transfer lifecycle over this engine's replicas and stamps the version with
+:meth:`VLLMRolloutEngine.stamp_version`. This engine's own :meth:`~VLLMRolloutEngine.update_weights`
+is the ``method = "reload"`` fallback: it writes the state dict to one safetensors file and asks
+every server to ``/collective_rpc`` ``reload_weights`` from it (vLLM CPU repacks its linear
+weights after loading, so a plain ``load_weights`` would fail; the worker's ``reload_weights``
+repacks). Requests in flight finish on the old weights first (``/pause?mode=wait``), the prefix
+cache is reset (its KV was computed by the old weights), then ``/resume``. The staging file must
+be readable by the servers: attached servers (``urls``) must share this machine's filesystem.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from rlctl.engines.rollout_engine import Generation, SamplingParams
+from rlctl.engines.rollout_engine import Generation, RolloutEngineSpec, SamplingParams
 from rlctl.engines.server_client import Replica, get_json
 from rlctl.engines.server_process import ServerCommand, ServerError
 from rlctl.engines.server_rollout import ServerRolloutEngine
@@ -50,6 +52,16 @@ class VLLMRolloutEngine(ServerRolloutEngine):
 
     engine_name: ClassVar[str] = "vllm"
     options_model: ClassVar[type[VLLMOptions]] = VLLMOptions
+
+    def __init__(self, spec: RolloutEngineSpec) -> None:
+        super().__init__(spec)
+        sync = self.options.weight_sync
+        if sync.method == "native" and sync.transport in ("nccl", "ipc") and not spec.device.startswith("cuda"):
+            raise ValueError(
+                f"[engines.rollout.options.weight_sync] transport = {sync.transport!r} is one of "
+                f"vLLM's CUDA-only backends and the rollout device is {spec.device!r}; on CPU use "
+                'transport = "file" or "http_bytes" (or method = "reload")'
+            )
 
     # ------------------------------------------------------------------ servers
     def server_command(self, index: int, model_dir: str) -> ServerCommand:
@@ -102,8 +114,9 @@ class VLLMRolloutEngine(ServerRolloutEngine):
             "logprobs": 1,  # 0 would return none; 1 = the sampled token (+ the top-1)
             "return_token_ids": True,
             "ignore_eos": self.options.ignore_eos,
-            "seed": seed,
         }
+        if self.options.request_seeds:
+            body["seed"] = seed
         data = await self._post(replica, "/v1/completions", body)
         try:
             choice = data["choices"][0]
@@ -154,26 +167,25 @@ class VLLMRolloutEngine(ServerRolloutEngine):
         self._version = int(version)
         self.last_update_s = time.monotonic() - started
 
+    def stamp_version(self, version: int) -> None:
+        """Stamp ``version`` on every later generation (the weight sync calls it after a sync)."""
+        self._version = int(version)
+
     def _stage_weights(self, state_dict: Mapping[str, torch.Tensor]) -> Path:
         """Write ``state_dict`` to ``<staging>/model.safetensors`` atomically; return the directory."""
         from safetensors.torch import save_file
+
+        from rlctl.engines.vllm_weight_sync import cpu_tensors
 
         if not state_dict:
             raise ValueError(
                 "vllm weight update got an empty state dict: with several training ranks only "
                 "rank 0 holds the full weights; sync from rank 0"
             )
-        weights_dir = self.workdir / "weights"
-        weights_dir.mkdir(exist_ok=True)
-        tensors: dict[str, torch.Tensor] = {}
-        seen: set[int] = set()
-        for name, tensor in state_dict.items():
-            t = tensor.detach().to("cpu").contiguous()
-            # Tied weights share storage, which safetensors refuses: copy the second one.
-            if t.data_ptr() in seen:
-                t = t.clone()
-            seen.add(t.data_ptr())
-            tensors[name] = t
+        staging = self.options.weight_sync.staging_dir
+        weights_dir = Path(staging) if staging else self.workdir / "weights"
+        weights_dir.mkdir(parents=True, exist_ok=True)
+        tensors = dict(cpu_tensors(state_dict))
         tmp = weights_dir / ".model.safetensors.tmp"
         save_file(tensors, str(tmp))
         # One fixed path: reload_weights repoints the server's model path at this directory.

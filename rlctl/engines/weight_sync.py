@@ -1,4 +1,4 @@
-"""Weight sync implementations that live in the engines package (no network involved)."""
+"""The ``in_process`` weight sync (no network involved); ``vllm``'s is :mod:`rlctl.engines.vllm_weight_sync`."""
 
 from __future__ import annotations
 
@@ -32,29 +32,3 @@ class InProcessWeightSync:
                 "ranks only rank 0 holds the full weights; sync from rank 0"
             )
         rollout.update_weights(state, version)
-
-
-class EngineReloadWeightSync:
-    """Hand the exported weights to the rollout engine's own ``update_weights``.
-
-    Used by server engines whose ``update_weights`` implements the transfer (``vllm``: a
-    safetensors file plus ``/collective_rpc reload_weights`` between ``/pause`` and
-    ``/resume``). Only the transports implemented so far are accepted; the others fail at
-    construction, before any training step.
-    """
-
-    SUPPORTED_TRANSPORTS = ("file",)
-
-    def __init__(self, options: Any = None) -> None:
-        transport = getattr(options, "transport", "file")
-        if transport not in self.SUPPORTED_TRANSPORTS:
-            raise NotImplementedError(
-                f"weight-sync transport {transport!r} is not implemented yet; use "
-                f"{', '.join(self.SUPPORTED_TRANSPORTS)}"
-            )
-        self.options = options
-
-    def __call__(self, weights: Any, rollout: Any, version: int) -> None:
-        if not weights:
-            raise ValueError("weight sync got an empty state dict: export from training rank 0")
-        rollout.update_weights(weights, version)

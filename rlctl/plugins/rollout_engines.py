@@ -1,24 +1,11 @@
-"""Built-in rollout engines: ``hf`` (transformers generate), ``vllm`` (server mode), ``sglang`` (not yet)."""
+"""Built-in rollout engines: ``hf`` (transformers generate), ``vllm`` and ``sglang`` (server mode)."""
 
 from __future__ import annotations
 
-from pydantic import Field
-
 from rlctl.engines.hf_rollout_options import HFRolloutOptions
-from rlctl.engines.server_options import ServerOptions
+from rlctl.engines.sglang_options import SGLangOptions
 from rlctl.engines.vllm_options import VLLMOptions
 from rlctl.hookspecs import hookimpl
-
-
-class SGLangOptions(ServerOptions):
-    """Options of the ``sglang`` rollout engine (``sglang.launch_server``)."""
-
-    server_module: str = "sglang.launch_server"
-    """Module run with ``python -m``."""
-    attention_backend: str | None = None
-    """``--attention-backend`` (``torch_native`` on CPU)."""
-    mem_fraction_static: float = Field(0.5, gt=0, le=1)
-    """``--mem-fraction-static``."""
 
 
 @hookimpl
@@ -39,8 +26,8 @@ def register_rollout_engines(register) -> None:  # type: ignore[no-untyped-def]
     )
     register(
         "sglang",
-        None,
+        "rlctl.engines.sglang_rollout:SGLangRolloutEngine",
         options=SGLangOptions,
-        description="SGLang server - not implemented yet",
+        description="SGLang server(s), token-in/token-out over the native /generate",
         weight_sync="sglang",
     )

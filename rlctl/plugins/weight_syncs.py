@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
+from rlctl.engines.vllm_options import VLLMWeightSyncOptions
 from rlctl.engines.weight_sync import InProcessOptions
 from rlctl.hookspecs import hookimpl
 
@@ -14,30 +15,23 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
-class VLLMWeightSyncOptions(_Strict):
-    """Options of the ``vllm`` weight sync (vLLM's weight-transfer lifecycle)."""
-
-    transport: Literal["file", "http_bytes", "nccl", "ipc"] = "file"
-    """How tensors travel: a safetensors file (implemented), bytes over HTTP, NCCL or CUDA IPC (not yet)."""
-    bucket_mb: PositiveInt = 512
-    """Tensors are sent in buckets of about this size."""
-    pause_mode: Literal["abort", "wait", "keep"] = "wait"
-    """What running requests do while weights change (vLLM ``/pause?mode=``)."""
-    staging_dir: str | None = None
-    """Directory for ``file`` transport; defaults to the run directory."""
-
-
 class SGLangWeightSyncOptions(_Strict):
     """Options of the ``sglang`` weight sync."""
 
     transport: Literal["disk", "tensor", "distributed"] = "tensor"
     """``/update_weights_from_disk``, ``..._from_tensor`` or ``..._from_distributed``."""
     bucket_mb: PositiveInt = 512
-    """Tensors are sent in buckets of about this size."""
+    """Tensors are sent in buckets of about this size (``tensor``, ``distributed``)."""
     flush_cache: bool = True
     """Flush the radix cache after the update (stale KV entries)."""
     timeout_s: float = Field(300.0, gt=0)
-    """Seconds an update may take before it fails."""
+    """Seconds an update (and joining the ``distributed`` group) may take before it fails."""
+    group_backend: Literal["auto", "gloo", "nccl"] = "auto"
+    """``distributed``: process-group backend; ``auto`` = nccl on GPU, gloo on CPU."""
+    master_address: str = "127.0.0.1"
+    """``distributed``: address the servers use to reach this process (rank 0 of the group)."""
+    staging_dir: str | None = None
+    """``disk``: directory the servers read the safetensors file from; ``None`` = a temporary one."""
 
 
 @hookimpl
@@ -51,15 +45,16 @@ def register_weight_syncs(register) -> None:  # type: ignore[no-untyped-def]
     )
     register(
         "vllm",
-        "rlctl.engines.weight_sync:EngineReloadWeightSync",
+        "rlctl.engines.vllm_weight_sync:VLLMWeightSync",
         options=VLLMWeightSyncOptions,
-        description="vLLM pause -> reload_weights from a safetensors file -> resume (file transport)",
+        description="vLLM weight-transfer lifecycle: pause -> start -> update per bucket (file, "
+        "http_bytes; nccl/ipc on CUDA) -> finish -> resume; or collective_rpc reload_weights",
         engines=("vllm",),
     )
     register(
         "sglang",
-        None,
+        "rlctl.engines.sglang_weight_sync:SGLangWeightSync",
         options=SGLangWeightSyncOptions,
-        description="SGLang update_weights_from_* endpoints - not implemented yet",
+        description="SGLang /update_weights_from_tensor | _distributed | _disk inside begin/end_weight_update",
         engines=("sglang",),
     )

@@ -17,8 +17,6 @@ import pytest
 from vllm_env import tiny_recipe
 
 from rlctl.engines.rollout_engine import RolloutEngineSpec
-from rlctl.engines.vllm_options import VLLMOptions
-from rlctl.engines.vllm_rollout import VLLMRolloutEngine
 from rlctl.engines.server_process import (
     ServerCommand,
     ServerError,
@@ -28,7 +26,9 @@ from rlctl.engines.server_process import (
     live_group_members,
     wait_for_urls,
 )
-from rlctl.engines.vllm_server import vllm_server_command
+from rlctl.engines.vllm_options import VLLMOptions
+from rlctl.engines.vllm_rollout import VLLMRolloutEngine
+from rlctl.engines.vllm_server import WORKER_EXTENSION_DIR, vllm_server_command
 
 
 def gone(pid: int) -> bool:
@@ -52,10 +52,11 @@ def test_command_line_is_eager_dev_mode_loopback_on_cpu():
     assert f"--host 127.0.0.1 --port {cmd.port}" in argv
     assert "--enforce-eager" in cmd.argv and argv.endswith("--max-num-seqs 8")
     assert "--logprobs-mode processed_logprobs" in argv and "--generation-config vllm" in argv
-    assert cmd.env == {"VLLM_SERVER_DEV_MODE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
+    assert cmd.env == {"VLLM_SERVER_DEV_MODE": "1", "VLLM_CPU_KVCACHE_SPACE": "1",
+                       "PYTHONPATH": str(WORKER_EXTENSION_DIR)}  # native weight sync's extension only
     # A separate interpreter must not see this venv's packages.
     assert "PYTHONPATH" in cmd.unset_env and "VIRTUAL_ENV" in cmd.unset_env
-    gpu = vllm_server_command("v", VLLMOptions(), model="m", dtype="bfloat16", seed=0, device="cuda")
+    gpu = vllm_server_command("v", VLLMOptions(python=sys.executable), model="m", dtype="bfloat16", seed=0, device="cuda")
     assert "--enforce-eager" not in gpu.argv and "--gpu-memory-utilization" in gpu.argv
     assert gpu.argv[0] == sys.executable and gpu.unset_env == ()
 

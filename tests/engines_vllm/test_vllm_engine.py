@@ -8,20 +8,24 @@ kills it on purpose. Tolerances are documented in ``docs/engines.md``.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
 import pytest
 import torch
-from vllm_env import VLLM_PYTHON, requires_vllm_env, tiny_recipe
+from vllm_env import VLLM_PYTHON, requires_vllm_env, sharpened_state, tiny_recipe
 
 from rlctl.engines.fsdp_engine import token_log_probs
 from rlctl.engines.hf_rollout import HFRolloutEngine
 from rlctl.engines.rollout_engine import RolloutEngineSpec, SamplingParams
-from rlctl.engines.vllm_rollout import VLLMRolloutEngine
+from rlctl.engines.server_client import get_json
 from rlctl.engines.server_process import ServerError, live_group_members
+from rlctl.engines.vllm_rollout import VLLMRolloutEngine
+from rlctl.engines.vllm_weight_sync import VLLMWeightSync
 from rlctl.models.loading import load_causal_lm, load_tokenizer
 from rlctl.models.tiny import EOS_ID
 
@@ -30,21 +34,6 @@ pytestmark = [requires_vllm_env, pytest.mark.slow, pytest.mark.timeout(300)]
 # Prompts of different lengths (token ids of the 32-token tiny vocabulary, <bos> = 1).
 PROMPTS = [[1, 5, 6, 7, 14], [1, 9, 14], [1, 4, 4, 4, 4, 4, 14], [1, 20, 21, 22], [1, 30], [1, 8, 7, 6, 5, 4, 3]]
 LOG_PROB_ATOL = 1e-4  # fp32 on both sides; measured max |diff| is about 1e-6 (docs/engines.md)
-
-
-def sharpened_state(seed: int) -> dict[str, torch.Tensor]:
-    """Tiny-model weights with larger values than the 0.02-std init.
-
-    The default init gives a near-uniform next-token distribution, whose greedy answer is the
-    same token over and over; sharper weights make greedy parity and weight updates visible.
-    """
-    model = load_causal_lm(tiny_recipe().model, seed)
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() > 1:
-                p.copy_(torch.randn(p.shape, generator=gen) * 0.15)
-    return {k: v.clone() for k, v in model.state_dict().items()}
 
 
 @pytest.fixture(scope="module")
@@ -156,7 +145,59 @@ def test_concurrent_requests_from_fresh_event_loops(engine):
     assert len(gens) == 66 and all(1 <= len(g.token_ids) <= 32 for g in gens)
 
 
-def test_weight_update_changes_generation_stamps_the_version_and_matches_hf(engine, hf):
+def use_sync(engine, **options) -> VLLMWeightSync:
+    """Switch the engine's sync options that do not change how its servers run (transport
+    file <-> http_bytes, buckets, timeout) and return a fresh ``vllm`` weight sync."""
+    current = engine.options.weight_sync
+    engine.options = engine.options.model_copy(update={"weight_sync": current.model_copy(update=options)})
+    return VLLMWeightSync()
+
+
+def transfer_stats(engine, replica) -> dict:
+    """The rlctl_cpu engine's counters inside one server (worker extension, /collective_rpc)."""
+    answer = engine.require_http().run(engine._post(replica, "/collective_rpc", {"method": "rlctl_transfer_stats"}))
+    return json.loads(answer["results"][0])
+
+
+@pytest.mark.parametrize(("transport", "bucket_mb"), [("file", 512), ("http_bytes", 0.05)])
+def test_native_sync_changes_generation_stamps_the_version_and_matches_hf(engine, hf, transport, bucket_mb):
+    # bucket_mb = 0.05 splits the 0.3 MB model into ~7 buckets, cutting through layers.
+    before, stats = greedy(engine), transfer_stats(engine, engine.replicas[0])
+    sync = use_sync(engine, transport=transport, bucket_mb=bucket_mb)
+    v2 = sharpened_state(1)
+    sync(v2, engine, 21)
+    print(f"\nnative {transport} sync ({bucket_mb} MB buckets) took {sync.last_update_s:.2f} s")
+    after = greedy(engine)
+    assert engine.weight_version == 21 and {g.weight_version for g in after} == {21}
+    assert get_json(engine.urls[0] + "/weight_info") == {"weight_version": "21"}
+    assert [g.token_ids for g in after] != [g.token_ids for g in before]
+    hf.update_weights(v2, version=21)
+    assert [g.token_ids for g in after] == [g.token_ids for g in greedy(hf)]
+    now = transfer_stats(engine, engine.replicas[0])
+    assert now["backend"] == "RlctlCPUTransferEngine" and now["updates"] == stats["updates"] + 1
+    assert now["buckets"] - stats["buckets"] == (1 if bucket_mb == 512 else len(list(_buckets(v2, bucket_mb))))
+    assert list((engine.workdir / "weights").glob("v21-*")) == []  # bucket files are removed
+    # And back: the prefix cache must not serve KV computed by the other weights.
+    v1 = sharpened_state(0)
+    sync(v1, engine, 22)
+    hf.update_weights(v1, version=22)
+    assert [g.token_ids for g in greedy(engine)] == [g.token_ids for g in before]
+
+
+def _buckets(state, bucket_mb):
+    from rlctl.engines.vllm_weight_sync import buckets
+
+    return buckets(state, int(bucket_mb * 2**20))
+
+
+def test_a_server_reporting_another_version_fails_the_check(engine):
+    sync = use_sync(engine, transport="file", bucket_mb=512)
+    sync(sharpened_state(0), engine, 23)
+    with pytest.raises(ServerError, match=r"server vllm\[0\] reports weight version '23' after the update to version 24"):
+        sync._check_versions(engine, 24, engine.options.weight_sync)
+
+
+def test_reload_fallback_changes_generation_stamps_the_version_and_matches_hf(engine, hf):
     before = greedy(engine)
     v2 = sharpened_state(1)
     engine.update_weights(v2, version=3)
@@ -198,14 +239,72 @@ def test_bad_requests_are_named_errors_and_leave_the_server_serving(engine):
     assert greedy(engine, n=4) == before
 
 
-def test_server_death_mid_rollout_names_the_server_and_leaves_nothing(engine):
-    # Runs last: it kills the module's server.
+def test_unknown_tensor_name_is_refused_by_the_server_which_keeps_serving(engine):
+    # Attached engines do not read the checkpoint, so the name reaches the server; rlctl's
+    # transfer engine checks every name of the sync (sent with the first bucket) before it
+    # loads anything, even when the bad name comes in the last of ~7 buckets.
+    recipe = tiny_recipe("unused-in-attach-mode", urls=engine.urls, startup_timeout_s=10,
+                         weight_sync={"transport": "http_bytes", "bucket_mb": 0.05})
+    attached = VLLMRolloutEngine(RolloutEngineSpec(recipe, seed=0))
+    attached.load()
+    try:
+        before = greedy(attached, n=4)
+        bad = {**sharpened_state(0), "model.no_such.weight": torch.zeros(3)}
+        with pytest.raises(ServerError, match=rf"version 31 failed: server {engine.urls[0]} answered POST /update_weights with HTTP 500"):
+            VLLMWeightSync()(bad, attached, 31)
+        # The reason is in the server's log (an attached engine cannot quote it).
+        assert "tensor name(s) the served checkpoint does not have" in engine.servers[0].log_path.read_text()
+        assert attached.weight_version == 0
+        assert get_json(engine.urls[0] + "/is_paused") == {"is_paused": False}  # resumed after the failure
+        assert [g.token_ids for g in greedy(attached, n=4)] == [g.token_ids for g in before]  # old weights intact
+        VLLMWeightSync()(sharpened_state(0), attached, 32)  # the next update works
+        assert [g.token_ids for g in greedy(attached, n=4)] == [g.token_ids for g in before]
+    finally:
+        attached.close()
+
+
+def test_an_update_that_hangs_times_out_naming_the_server(engine):
     server = engine.servers[0]
-    os.killpg(server.pid, signal.SIGKILL)
-    server.popen.wait(timeout=10)
+    sync = use_sync(engine, timeout_s=2.0)
+    os.killpg(server.pid, signal.SIGSTOP)  # the server accepts connections but never answers
+    try:
+        started = time.monotonic()
+        with pytest.raises(ServerError, match=r"version 41 failed: POST .* to server vllm\[0\] failed: .*Timeout.*still running"):
+            sync(sharpened_state(0), engine, 41)
+        assert time.monotonic() - started < 15  # pause times out, the best-effort resume too
+    finally:
+        os.killpg(server.pid, signal.SIGCONT)
+    use_sync(engine, timeout_s=300.0)(sharpened_state(0), engine, 42)  # it serves again
+    assert {g.weight_version for g in greedy(engine, n=2)} == {42}
+
+
+def test_server_death_during_a_weight_update_names_the_server_and_leaves_nothing(engine):
+    # Runs last: it kills the module's server. The server is stopped so the update is
+    # certainly in flight when it dies.
+    server = engine.servers[0]
+    sync = use_sync(engine, timeout_s=60.0)
+    os.killpg(server.pid, signal.SIGSTOP)
+    errors: list[BaseException] = []
+
+    def update() -> None:
+        try:
+            sync(sharpened_state(1), engine, 51)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=update)
+    thread.start()
+    time.sleep(1.0)
     started = time.monotonic()
+    os.killpg(server.pid, signal.SIGKILL)
+    thread.join(timeout=30)
+    assert not thread.is_alive() and time.monotonic() - started < 15
+    assert len(errors) == 1 and isinstance(errors[0], ServerError)
+    assert "version 51 failed" in str(errors[0]) and "server vllm[0]" in str(errors[0])
+    # "died with exit code -9" too, unless the kernel closed the socket a moment before the
+    # process became reapable (a race; then: "(it is still running)").
+    assert server.popen.wait(timeout=10) == -9
     with pytest.raises(ServerError, match=r"server vllm\[0\] failed: .*died with exit code -9"):
-        greedy(engine)
-    assert time.monotonic() - started < 10
+        greedy(engine)  # and a rollout after it fails fast, naming it
     engine.close()
     assert live_group_members(server.pid) == []  # EngineCore and workers are gone too

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from rlctl.trainer.entry import Run, train_from_recipe
 from rlctl.config.derived import derive
-
+from rlctl.hookspecs import hookimpl
+from rlctl.registry import build_registry, reset_registry, set_registry
+from rlctl.trainer.entry import Run, train_from_recipe
 
 VERL_NAMES = [
     "critic/score/mean",
@@ -79,8 +80,20 @@ def test_gae_with_critic_and_kl_in_loss(make_recipe, run):
     assert "critic/vf_loss" in rows[-1] and "actor/kl_loss" in rows[-1]
 
 
+class _PlannedRolloutPlugin:
+    """Announces a rollout engine it does not implement yet (target ``None``)."""
+
+    @hookimpl
+    def register_rollout_engines(self, register) -> None:  # type: ignore[no-untyped-def]
+        register("planned", None, description="announced, not implemented yet")
+
+
 def test_exit_code_1_and_message_for_a_not_implemented_engine(make_recipe, capsys):
-    code = train_from_recipe(make_recipe(engines={"rollout": {"backend": "sglang"}}))
+    set_registry(build_registry(external="none", extra=[_PlannedRolloutPlugin()]))
+    try:
+        code = train_from_recipe(make_recipe(engines={"rollout": {"backend": "planned"}}))
+    finally:
+        reset_registry()
     assert code == 1
     assert "not implemented yet" in capsys.readouterr().err
 

