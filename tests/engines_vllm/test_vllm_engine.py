@@ -19,40 +19,31 @@ import pytest
 import torch
 from vllm_env import VLLM_PYTHON, requires_vllm_env, sharpened_state, tiny_recipe
 
-from rlctl.engines.fsdp_engine import token_log_probs
 from rlctl.engines.hf_rollout import HFRolloutEngine
 from rlctl.engines.rollout_engine import RolloutEngineSpec, SamplingParams
 from rlctl.engines.server_client import get_json
 from rlctl.engines.server_process import ServerError, live_group_members
 from rlctl.engines.vllm_rollout import VLLMRolloutEngine
 from rlctl.engines.vllm_weight_sync import VLLMWeightSync
-from rlctl.models.loading import load_causal_lm, load_tokenizer
 from rlctl.models.tiny import EOS_ID
+from rlctl.testing.rollout_contract import RolloutEngineParity, greedy, hf_reference
+from rlctl.testing.server_checkpoint import PARITY_PROMPTS, save_server_checkpoint
 
 pytestmark = [requires_vllm_env, pytest.mark.slow, pytest.mark.timeout(300)]
 
-# Prompts of different lengths (token ids of the 32-token tiny vocabulary, <bos> = 1).
-PROMPTS = [[1, 5, 6, 7, 14], [1, 9, 14], [1, 4, 4, 4, 4, 4, 14], [1, 20, 21, 22], [1, 30], [1, 8, 7, 6, 5, 4, 3]]
+PROMPTS = PARITY_PROMPTS
 LOG_PROB_ATOL = 1e-4  # fp32 on both sides; measured max |diff| is about 1e-6 (docs/engines.md)
 
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory) -> Path:
     """The tiny model (sharpened, seed 0) and tokenizer saved with ``save_pretrained``."""
-    out = tmp_path_factory.mktemp("tiny-vllm")
-    recipe = tiny_recipe()
-    model = load_causal_lm(recipe.model, 0)
-    model.load_state_dict(sharpened_state(0))
-    model.save_pretrained(out)
-    load_tokenizer(recipe.model).save_pretrained(out)
-    return out
+    return save_server_checkpoint(tmp_path_factory.mktemp("tiny-vllm"))
 
 
 @pytest.fixture(scope="module")
 def hf(checkpoint) -> HFRolloutEngine:
-    engine = HFRolloutEngine(RolloutEngineSpec(tiny_recipe(str(checkpoint)), seed=0))
-    engine.load()
-    return engine
+    return hf_reference(checkpoint)
 
 
 @pytest.fixture(scope="module")
@@ -66,33 +57,10 @@ def engine(checkpoint):
     e.close()
 
 
-def greedy(e, prompts=PROMPTS, n=12):
-    return e.generate_batch(prompts, max_new_tokens=n, temperature=0.0, seed=0)
+class TestVLLMParity(RolloutEngineParity):
+    """Greedy tokens equal hf's; greedy and sampled log-probs equal the trainer's (1e-4)."""
 
-
-def test_greedy_tokens_equal_hf_and_log_probs_agree(engine, hf):
-    ours, theirs = greedy(engine), greedy(hf)
-    assert [g.token_ids for g in ours] == [g.token_ids for g in theirs]
-    assert len({t for g in ours for t in g.token_ids}) > 3  # not one token repeated
-    diff = max(abs(a - b) for g, h in zip(ours, theirs) for a, b in zip(g.log_probs, h.log_probs))
-    print(f"\ngreedy log-prob max |vllm - hf| = {diff:.2e}")
-    assert diff < LOG_PROB_ATOL
-    assert {g.weight_version for g in ours} == {0}
-
-
-@pytest.mark.parametrize("temperature", [1.0, 0.7])
-def test_sampled_log_probs_equal_the_trainers(engine, hf, temperature):
-    # The importance ratio in the loss compares these with the trainer's log_softmax(logits / T).
-    gens = engine.generate_batch(PROMPTS, max_new_tokens=8, temperature=temperature, seed=11)
-    worst = 0.0
-    with torch.no_grad():
-        for prompt, g in zip(PROMPTS, gens, strict=True):
-            ids = torch.tensor(prompt + g.token_ids)[None]
-            logits = hf.model(ids).logits[:, len(prompt) - 1 : -1]  # [1, R, V]
-            want, _ = token_log_probs(logits, torch.tensor(g.token_ids)[None], temperature, False)
-            worst = max(worst, float((torch.tensor(g.log_probs) - want[0]).abs().max()))
-    print(f"\nT={temperature}: sampled log-prob max |vllm - trainer| = {worst:.2e}")
-    assert worst < LOG_PROB_ATOL
+    log_prob_atol = LOG_PROB_ATOL
 
 
 def test_top_k_log_probs_are_of_the_truncated_distribution(engine, hf):

@@ -13,7 +13,7 @@ import threading
 import time
 
 import pytest
-from test_vllm_engine import checkpoint, greedy, hf, sharpened_state, transfer_stats  # noqa: F401 - fixtures
+from test_vllm_engine import checkpoint, hf, sharpened_state, transfer_stats  # noqa: F401 - fixtures
 from vllm_env import VLLM_PYTHON, requires_vllm_env
 
 from rlctl.config.recipe import Recipe
@@ -22,10 +22,12 @@ from rlctl.engines.server_client import get_json
 from rlctl.engines.server_process import ServerError, live_group_members
 from rlctl.engines.vllm_rollout import VLLMRolloutEngine
 from rlctl.engines.vllm_weight_sync import VLLMWeightSync
+from rlctl.testing.rollout_contract import greedy
+from rlctl.testing.server_checkpoint import PARITY_PROMPTS
 
 pytestmark = [requires_vllm_env, pytest.mark.slow, pytest.mark.timeout(600)]
 
-PROMPTS = [[1, 5, 6, 7, 14], [1, 9, 14], [1, 4, 4, 4, 4, 4, 14], [1, 20, 21, 22], [1, 30], [1, 8, 7, 6, 5, 4, 3]]
+PROMPTS = PARITY_PROMPTS
 
 
 @pytest.fixture(scope="module")
