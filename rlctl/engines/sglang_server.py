@@ -11,10 +11,7 @@ reaping are :mod:`rlctl.engines.server_process`'s.
 
 from __future__ import annotations
 
-import os
-import sys
-
-from rlctl.engines.engine_envs import engine_python
+from rlctl.engines.engine_envs import engine_python, is_foreign
 from rlctl.engines.server_process import (
     PYTHON_ENV_VARS,
     SERVED_MODEL_NAME,
@@ -45,8 +42,7 @@ def sglang_server_command(
     """The command that starts one SGLang server for ``model`` (a local checkpoint directory)."""
     port = free_port() if port is None else port
     python = engine_python("sglang", options.python)
-    # Another interpreter (the engine's own env) must not see this venv's packages.
-    foreign = os.path.abspath(python) != os.path.abspath(sys.executable)  # a venv is its bin/ path, not the symlink target
+    foreign = is_foreign(python)  # the engine's own env must not see this venv's packages
     on_cpu = not device.startswith("cuda")
     argv = [
         python, "-m", options.server_module,

@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
-from rlctl.engines.engine_envs import engine_python
+from rlctl.engines.engine_envs import engine_python, is_foreign
 from rlctl.engines.server_process import (
     PYTHON_ENV_VARS,
     SERVED_MODEL_NAME,
@@ -51,8 +50,7 @@ def vllm_server_command(
     """The command that starts one vLLM OpenAI-compatible server for ``model`` (a local dir)."""
     port = free_port() if port is None else port
     python = engine_python("vllm", options.python)
-    # Another interpreter (the engine's own env) must not see this venv's packages.
-    foreign = os.path.abspath(python) != os.path.abspath(sys.executable)  # a venv is its bin/ path, not the symlink target
+    foreign = is_foreign(python)  # the engine's own env must not see this venv's packages
     on_cpu = not device.startswith("cuda")
     eager = on_cpu if options.enforce_eager is None else options.enforce_eager
     argv = [
