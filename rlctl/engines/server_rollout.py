@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import tempfile
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Self
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     import torch
 
 
-class ServerRolloutEngine:
+class ServerRolloutEngine(ABC):
     """Rollout through inference servers over HTTP (see the module docstring)."""
 
     engine_name: ClassVar[str]
@@ -62,26 +63,28 @@ class ServerRolloutEngine:
         self.last_update_s = 0.0
 
     # ------------------------------------------------------------------ subclass interface
+    @abstractmethod
     def server_command(self, index: int, model_dir: str) -> ServerCommand:
         """The command that starts replica ``index`` serving ``model_dir``."""
-        raise NotImplementedError
 
+    @abstractmethod
     def served_model(self, url: str) -> str:
         """The model name an attached server serves."""
-        raise NotImplementedError
 
     def check_model_dir(self, model_dir: Path) -> None:
         """Refuse, before a slow server start, a checkpoint the engine cannot serve (optional)."""
 
+    @abstractmethod
     async def _warm_up(self, replica: Replica) -> None:
         """One tiny generation: a server can be healthy yet fail its first request."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def _generate_one(self, prompt_ids: list[int], s: SamplingParams, seed: int) -> Generation:
-        raise NotImplementedError
+        """One request on the next replica -> a :class:`Generation` stamped with the version."""
 
+    @abstractmethod
     def update_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
-        raise NotImplementedError
+        """Load full weights (HF names) into every server and stamp ``version``."""
 
     # ------------------------------------------------------------------ setup
     def load(self) -> None:
