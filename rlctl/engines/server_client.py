@@ -71,7 +71,13 @@ class HTTPLoop:
         # queue requests silently behind it. Idle connections are dropped after 2 s, before
         # uvicorn's 5 s keep-alive timeout closes them under us.
         connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=2.0)
-        return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=timeout_s))
+        timeout = aiohttp.ClientTimeout(total=timeout_s)
+        # Retries go through a session that never reuses a connection: the pool may hold more
+        # than one connection the server has just closed, and a retry must not pick another.
+        self.fresh_session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0, force_close=True), timeout=timeout
+        )
+        return aiohttp.ClientSession(connector=connector, timeout=timeout)
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
         """Schedule ``coro`` on the loop; the result is awaitable from the caller's loop."""
@@ -86,6 +92,7 @@ class HTTPLoop:
             return
         with contextlib.suppress(Exception):  # closing must not mask the error that led here
             self.run(self.session.close())
+            self.run(self.fresh_session.close())
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=10)
         if not self.thread.is_alive():
@@ -103,9 +110,11 @@ async def post_json(
     """POST to one server (on ``http``'s loop); every failure names the server and its log."""
     url = replica.url + path
     timeout = aiohttp.ClientTimeout(total=timeout_s) if timeout_s is not None else None
-    for attempt in (1, 2):
+    attempts = 3
+    for attempt in range(1, attempts + 1):
+        session = http.session if attempt == 1 else http.fresh_session
         try:
-            async with http.semaphore, http.session.post(url, json=body, timeout=timeout) as resp:
+            async with http.semaphore, session.post(url, json=body, timeout=timeout) as resp:
                 text = await resp.text()
                 if resp.status != 200:
                     raise ServerError(
@@ -116,10 +125,12 @@ async def post_json(
         except aiohttp.ClientConnectionError as exc:
             # The server closed a pooled keep-alive connection just as we sent on it (idle
             # timeout, or uvicorn dropping the connection after a 500): the request was
-            # never read. Send it once more on a fresh connection; callers only send requests
-            # that are safe to repeat (generations carry their seed, the others are idempotent).
+            # never read. Send it again on fresh connections (measured: one 150-step vLLM run
+            # lost a sample to two stale pooled connections in a row); callers only send
+            # requests that are safe to repeat (generations carry their seed, the others are
+            # idempotent).
             alive = replica.process is None or replica.process.alive()
-            if attempt == 1 and alive:
+            if attempt < attempts and alive:
                 continue
             raise ServerError(
                 f"POST {url} to server {replica.name} failed: {type(exc).__name__}: {exc}"
