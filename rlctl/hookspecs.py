@@ -54,7 +54,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 def register_model_engines(register: Callable[..., None]) -> None:
     """Register training engines (``[engines.train] backend = NAME``).
 
-    ``target`` builds a :class:`rlctl.engines.model_engine.ModelEngine` for one rank:
+    ``target`` builds a :class:`rlctl.engines.train.contract.ModelEngine` for one rank:
     ``target(spec: ModelEngineSpec) -> ModelEngine``. Metadata: none required.
     """
 
@@ -63,7 +63,7 @@ def register_model_engines(register: Callable[..., None]) -> None:
 def register_rollout_engines(register: Callable[..., None]) -> None:
     """Register rollout (generation) engines (``[engines.rollout] backend = NAME``).
 
-    ``target`` builds a :class:`rlctl.engines.rollout_engine.RolloutEngine`:
+    ``target`` builds a :class:`rlctl.engines.rollout.contract.RolloutEngine`:
     ``target(spec: RolloutEngineSpec) -> RolloutEngine``.
     Metadata: ``weight_sync`` (str, default weight-sync method name for this engine).
     """
@@ -139,7 +139,7 @@ def register_agent_loops(register: Callable[..., None]) -> None:
     """Register agent loops (``[rollout] agent_loop = NAME``).
 
     ``target`` is an async-capable class that turns one prompt session into one or more
-    outputs (see :mod:`rlctl.trainer.agent_loop`).
+    outputs (see :mod:`rlctl.trainer.worker.agent_loop`).
     """
 
 

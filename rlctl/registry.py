@@ -54,8 +54,8 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "rlctl.plugins.agent_loops",
     "rlctl.plugins.data_planes",
     "rlctl.plugins.metric_sinks",
-    "rlctl.plugins.commands",
-    "rlctl.plugins.run_commands",
+    "rlctl.cli.bench_cmd",
+    "rlctl.cli.runs_cmd",
     "rlctl.plugins.trainer_checks",
 )
 

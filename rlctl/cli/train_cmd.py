@@ -72,7 +72,7 @@ def train(
         fail(f"not implemented yet: {listed}",
              fix="choose an implemented name (see `rlctl plugins list`)")
     try:
-        from rlctl.trainer.entry import train_from_recipe
+        from rlctl.trainer.controller.entry import train_from_recipe
     except ImportError as exc:
         fail(f"training is not available: {exc}",
              fix='install the training extras: pip install -e ".[train]"')

@@ -1,1 +1,6 @@
-"""Training and rollout engines: batch layout, protocols, FSDP2 and HF implementations."""
+"""Training and rollout engines, one wing per family.
+
+``train/``: the ModelEngine contract and the FSDP2 / Megatron-core engines. ``rollout/``: the
+RolloutEngine contract and the hf / vllm / sglang engines. ``distributed``: torch.distributed
+setup and collectives both wings use.
+"""

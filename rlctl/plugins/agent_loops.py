@@ -9,6 +9,6 @@ from rlctl.hookspecs import hookimpl
 def register_agent_loops(register):
     register(
         "single_turn",
-        "rlctl.trainer.agent_loop:SingleTurnAgentLoop",
+        "rlctl.trainer.worker.agent_loop:SingleTurnAgentLoop",
         description="one generation per session (prompt in, response out)",
     )

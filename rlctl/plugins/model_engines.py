@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from rlctl.engines.fsdp_options import FSDPOptions
-from rlctl.engines.megatron_options import MegatronOptions
+from rlctl.engines.train.fsdp.options import FSDPOptions
+from rlctl.engines.train.megatron.options import MegatronOptions
 from rlctl.hookspecs import hookimpl
 
 
@@ -11,13 +11,13 @@ from rlctl.hookspecs import hookimpl
 def register_model_engines(register) -> None:  # type: ignore[no-untyped-def]
     register(
         "fsdp",
-        "rlctl.engines.fsdp_engine:FSDPEngine",
+        "rlctl.engines.train.fsdp.engine:FSDPEngine",
         options=FSDPOptions,
         description="torch FSDP2 (fully_shard): gloo on CPU, NCCL on GPU; actor, ref and critic",
     )
     register(
         "megatron",
-        "rlctl.engines.megatron_engine:MegatronEngine",
+        "rlctl.engines.train.megatron.engine:MegatronEngine",
         options=MegatronOptions,
         description="Megatron-core TP/PP/DP (pip install megatron-core==0.16.1); actor, ref, critic",
     )

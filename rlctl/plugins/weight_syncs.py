@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
-from rlctl.engines.vllm_options import VLLMWeightSyncOptions
-from rlctl.engines.weight_sync import InProcessOptions
+from rlctl.engines.rollout.vllm.options import VLLMWeightSyncOptions
+from rlctl.engines.rollout.weight_sync import InProcessOptions
 from rlctl.hookspecs import hookimpl
 
 
@@ -38,14 +38,14 @@ class SGLangWeightSyncOptions(_Strict):
 def register_weight_syncs(register) -> None:  # type: ignore[no-untyped-def]
     register(
         "in_process",
-        "rlctl.engines.weight_sync:InProcessWeightSync",
+        "rlctl.engines.rollout.weight_sync:InProcessWeightSync",
         options=InProcessOptions,
         description="copy the actor's exported weights into a rollout engine in the same process",
         engines=("hf",),
     )
     register(
         "vllm",
-        "rlctl.engines.vllm_weight_sync:VLLMWeightSync",
+        "rlctl.engines.rollout.vllm.weight_sync:VLLMWeightSync",
         options=VLLMWeightSyncOptions,
         description="vLLM weight-transfer lifecycle: pause -> start -> update per bucket (file, "
         "http_bytes; nccl/ipc on CUDA) -> finish -> resume; or collective_rpc reload_weights",
@@ -53,7 +53,7 @@ def register_weight_syncs(register) -> None:  # type: ignore[no-untyped-def]
     )
     register(
         "sglang",
-        "rlctl.engines.sglang_weight_sync:SGLangWeightSync",
+        "rlctl.engines.rollout.sglang.weight_sync:SGLangWeightSync",
         options=SGLangWeightSyncOptions,
         description="SGLang /update_weights_from_tensor | _distributed | _disk inside begin/end_weight_update",
         engines=("sglang",),

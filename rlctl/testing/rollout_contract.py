@@ -39,13 +39,13 @@ from typing import Any
 import pytest
 import torch
 
-from rlctl.engines.rollout_engine import Generation, RolloutEngineSpec
+from rlctl.engines.rollout.contract import Generation, RolloutEngineSpec
 from rlctl.testing.server_checkpoint import PARITY_PROMPTS, server_tiny_recipe
 
 
 def hf_reference(checkpoint: Path | str) -> Any:
     """The ``hf`` engine on ``checkpoint`` (loaded; the reference of the parity tests)."""
-    from rlctl.engines.hf_rollout import HFRolloutEngine
+    from rlctl.engines.rollout.hf.engine import HFRolloutEngine
 
     engine = HFRolloutEngine(RolloutEngineSpec(server_tiny_recipe("hf", str(checkpoint)), seed=0))
     engine.load()
@@ -59,7 +59,7 @@ def greedy(engine: Any, prompts: list[list[int]] = PARITY_PROMPTS, n: int = 12) 
 
 def trainer_log_probs(hf: Any, prompt: list[int], tokens: list[int], temperature: float) -> torch.Tensor:
     """The trainer's ``log_softmax(logits / T)`` of ``tokens`` after ``prompt``: ``[R]``."""
-    from rlctl.engines.fsdp_engine import token_log_probs
+    from rlctl.engines.train.fsdp.engine import token_log_probs
 
     with torch.no_grad():
         logits = hf.model(torch.tensor(prompt + tokens)[None]).logits[:, len(prompt) - 1 : -1]  # [1, R, V]

@@ -45,7 +45,7 @@ def test_ray_backend_needs_ray_initialised():
 
 
 def _cli() -> typer.Typer:
-    from rlctl.plugins import commands
+    from rlctl.cli import bench_cmd as commands
 
     app = typer.Typer()
 

@@ -12,7 +12,7 @@ import traceback
 import torch
 
 from rlctl.config.recipe import Recipe
-from rlctl.engines.batch import ModelBatch
+from rlctl.engines.train.batch import ModelBatch
 
 PAD = 0
 
@@ -65,8 +65,8 @@ def _run(rank: int, world: int, port: int, out_path: str, scenario: str) -> None
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                       WORLD_SIZE=str(world), GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
     torch.set_num_threads(1)
-    from rlctl.engines.fsdp_engine import FSDPEngine, global_normaliser
-    from rlctl.engines.model_engine import ModelEngineSpec
+    from rlctl.engines.train.fsdp.engine import FSDPEngine, global_normaliser
+    from rlctl.engines.train.contract import ModelEngineSpec
 
     results: dict = {}
     full, adv = fixed_batch()
@@ -112,9 +112,9 @@ def _run(rank: int, world: int, port: int, out_path: str, scenario: str) -> None
 
 def _rollout_vs_engine(rec: Recipe, actor) -> dict:
     """Sample with the HF engine at T=0.7 and recompute the log-probs with the FSDP actor."""
-    from rlctl.engines.hf_rollout import HFRolloutEngine
-    from rlctl.engines.rollout_engine import RolloutEngineSpec
-    from rlctl.engines.weight_sync import InProcessWeightSync
+    from rlctl.engines.rollout.hf.engine import HFRolloutEngine
+    from rlctl.engines.rollout.contract import RolloutEngineSpec
+    from rlctl.engines.rollout.weight_sync import InProcessWeightSync
 
     rollout = HFRolloutEngine(RolloutEngineSpec(rec, seed=1))
     rollout.load()

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 import torch
 
 from rlctl.config.recipe import Recipe
-from rlctl.engines.batch import ModelBatch
-from rlctl.engines.fsdp_engine import FSDPEngine, global_normaliser
-from rlctl.engines.hf_rollout import HFRolloutEngine
-from rlctl.engines.model_engine import ModelEngineSpec
-from rlctl.engines.rollout_engine import RolloutEngineSpec
-from rlctl.engines.weight_sync import InProcessWeightSync
+from rlctl.engines.train.batch import ModelBatch
+from rlctl.engines.train.fsdp.engine import FSDPEngine, global_normaliser
+from rlctl.engines.rollout.hf.engine import HFRolloutEngine
+from rlctl.engines.train.contract import ModelEngineSpec
+from rlctl.engines.rollout.contract import RolloutEngineSpec
+from rlctl.engines.rollout.weight_sync import InProcessWeightSync
 from rlctl.models.loading import load_tokenizer
 from rlctl.registry import get_registry
 from rlctl.rewards.base import RewardInput

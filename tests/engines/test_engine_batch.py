@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rlctl.engines.batch import ModelBatch
+from rlctl.engines.train.batch import ModelBatch
 
 
 def _batch() -> ModelBatch:

@@ -1,4 +1,4 @@
-"""Finding the inference engines' own environments (``rlctl.engines.engine_envs``)."""
+"""Finding the inference engines' own environments (``rlctl.engines.rollout.server.engine_envs``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rlctl.engines.engine_envs import ENV_NAMES, MARKER, EngineEnvError, built_env_python, engine_python
+from rlctl.engines.rollout.server.engine_envs import ENV_NAMES, MARKER, EngineEnvError, built_env_python, engine_python
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build_engine_envs.sh"
 

@@ -27,9 +27,9 @@ def test_registration_does_not_import_heavy_modules():
 
 
 def test_fsdp_and_hf_load(registry):
-    from rlctl.engines.fsdp_engine import FSDPEngine
-    from rlctl.engines.hf_rollout import HFRolloutEngine
-    from rlctl.engines.weight_sync import InProcessWeightSync
+    from rlctl.engines.train.fsdp.engine import FSDPEngine
+    from rlctl.engines.rollout.hf.engine import HFRolloutEngine
+    from rlctl.engines.rollout.weight_sync import InProcessWeightSync
 
     assert registry.load("model_engine", "fsdp") is FSDPEngine
     assert registry.load("rollout_engine", "hf") is HFRolloutEngine
@@ -65,9 +65,9 @@ def test_not_yet_implemented_names_have_options_and_fail_clearly(kind):
 @pytest.mark.parametrize(
     ("kind", "name", "target"),
     [
-        ("model_engine", "megatron", "rlctl.engines.megatron_engine:MegatronEngine"),
-        ("rollout_engine", "vllm", "rlctl.engines.vllm_rollout:VLLMRolloutEngine"),
-        ("rollout_engine", "sglang", "rlctl.engines.sglang_rollout:SGLangRolloutEngine"),
+        ("model_engine", "megatron", "rlctl.engines.train.megatron.engine:MegatronEngine"),
+        ("rollout_engine", "vllm", "rlctl.engines.rollout.vllm.engine:VLLMRolloutEngine"),
+        ("rollout_engine", "sglang", "rlctl.engines.rollout.sglang.engine:SGLangRolloutEngine"),
     ],
 )
 def test_server_and_megatron_engines_are_registered_lazily(registry, kind, name, target):

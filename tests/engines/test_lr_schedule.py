@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rlctl.config.recipe import OptimSection
-from rlctl.engines.lr_schedule import build_optimizer, build_scheduler, lr_factor
+from rlctl.engines.train.lr_schedule import build_optimizer, build_scheduler, lr_factor
 
 
 @pytest.mark.parametrize(

@@ -49,8 +49,8 @@ def _fields(full, adv, rows: slice) -> dict[str, torch.Tensor]:
 
 
 def _run(rank: int, world: int, out_dir: str, layout: dict) -> None:
-    from rlctl.engines.megatron_engine import MegatronEngine
-    from rlctl.engines.model_engine import ModelEngineSpec
+    from rlctl.engines.train.megatron.engine import MegatronEngine
+    from rlctl.engines.train.contract import ModelEngineSpec
 
     rec = recipe(layout)
     full, adv = fw.fixed_batch()
@@ -98,8 +98,8 @@ def _destroy() -> None:
 
 def _fsdp_reference(batch, fields) -> dict:
     """The same scenario on the fsdp engine (1 rank, same process group)."""
-    from rlctl.engines.fsdp_engine import FSDPEngine
-    from rlctl.engines.model_engine import ModelEngineSpec
+    from rlctl.engines.train.fsdp.engine import FSDPEngine
+    from rlctl.engines.train.contract import ModelEngineSpec
 
     rec = fw.recipe()
     actor = FSDPEngine(ModelEngineSpec("actor", rec))

@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import Qwen2Config, Qwen3Config, Qwen3ForCausalLM
 
-from rlctl.engines.megatron_convert import (
+from rlctl.engines.train.megatron.convert import (
     DenseShape,
     hf_key_order,
     hf_to_shard,

@@ -18,7 +18,7 @@ import torch
 import torch.multiprocessing as mp
 
 from rlctl.engines.distributed import free_port
-from rlctl.engines.fsdp_engine import token_log_probs
+from rlctl.engines.train.fsdp.engine import token_log_probs
 from rlctl.models.loading import load_causal_lm
 
 LAYOUTS = {

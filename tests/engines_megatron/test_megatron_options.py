@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from rlctl.engines.megatron_options import MegatronOptions
+from rlctl.engines.train.megatron.options import MegatronOptions
 from rlctl.registry import get_registry
 
 

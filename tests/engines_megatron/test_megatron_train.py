@@ -57,8 +57,8 @@ def test_without_the_shim_cpu_init_fails_clearly(tmp_path):
     code = (
         "import sys; sys.path.insert(0, {!r})\n"
         "import fsdp_workers as fw\n"
-        "from rlctl.engines.megatron_engine import MegatronEngine\n"
-        "from rlctl.engines.model_engine import ModelEngineSpec\n"
+        "from rlctl.engines.train.megatron.engine import MegatronEngine\n"
+        "from rlctl.engines.train.contract import ModelEngineSpec\n"
         "MegatronEngine(ModelEngineSpec('actor', fw.recipe(backend='megatron'))).init()\n"
     ).format(str(REPO / "tests" / "engines"))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from rlctl.engines.engine_envs import built_env_python
-from rlctl.engines.rollout_engine import Generation, RolloutEngineSpec
+from rlctl.engines.rollout.server.engine_envs import built_env_python
+from rlctl.engines.rollout.contract import Generation, RolloutEngineSpec
 from rlctl.testing.server_checkpoint import (
     PARITY_PROMPTS,
     save_server_checkpoint,

@@ -1,7 +1,7 @@
 """Helpers of the sglang engine tests: where its own environment is, and a tiny recipe.
 
 The real-server tests need the env built by ``scripts/build_engine_envs.sh sglang`` (found by
-:mod:`rlctl.engines.engine_envs`; ``RLCTL_SGLANG_PYTHON`` points at another interpreter).
+:mod:`rlctl.engines.rollout.server.engine_envs`; ``RLCTL_SGLANG_PYTHON`` points at another interpreter).
 They are skipped, with the reason, when it is absent. The checkpoint helpers are shared by
 every engine's tests (:mod:`rlctl.testing.server_checkpoint`).
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from rlctl.config.recipe import Recipe
-from rlctl.engines.engine_envs import ENV_NAMES, built_env_python, env_root
+from rlctl.engines.rollout.server.engine_envs import ENV_NAMES, built_env_python, env_root
 from rlctl.testing.server_checkpoint import SERVER_TINY_SHAPE as TINY_SHAPE
 from rlctl.testing.server_checkpoint import server_tiny_recipe, sharpened_state
 

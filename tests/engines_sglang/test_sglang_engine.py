@@ -17,12 +17,12 @@ import pytest
 import torch
 from sglang_env import SGLANG_PYTHON, requires_sglang_env, sharpened_state, tiny_recipe
 
-from rlctl.engines.hf_rollout import HFRolloutEngine
-from rlctl.engines.rollout_engine import RolloutEngineSpec, SamplingParams
-from rlctl.engines.server_client import get_json
-from rlctl.engines.server_process import ServerError, live_group_members
-from rlctl.engines.sglang_rollout import SGLangRolloutEngine
-from rlctl.engines.sglang_weight_sync import SGLangWeightSync
+from rlctl.engines.rollout.hf.engine import HFRolloutEngine
+from rlctl.engines.rollout.contract import RolloutEngineSpec, SamplingParams
+from rlctl.engines.rollout.server.client import get_json
+from rlctl.engines.rollout.server.process import ServerError, live_group_members
+from rlctl.engines.rollout.sglang.engine import SGLangRolloutEngine
+from rlctl.engines.rollout.sglang.weight_sync import SGLangWeightSync
 from rlctl.models.tiny import EOS_ID
 from rlctl.plugins.weight_syncs import SGLangWeightSyncOptions
 from rlctl.testing.rollout_contract import RolloutEngineParity, greedy, hf_reference

@@ -18,12 +18,12 @@ import pytest
 import torch
 from sglang_env import tiny_recipe
 
-from rlctl.engines.rollout_engine import RolloutEngineSpec
-from rlctl.engines.server_process import ServerError, ServerProcess, free_port
-from rlctl.engines.sglang_options import SGLangOptions
-from rlctl.engines.sglang_rollout import SGLangRolloutEngine
-from rlctl.engines.sglang_server import sglang_server_command
-from rlctl.engines.sglang_weight_sync import make_buckets, new_group_as_rank0, serialize_bucket
+from rlctl.engines.rollout.contract import RolloutEngineSpec
+from rlctl.engines.rollout.server.process import ServerError, ServerProcess, free_port
+from rlctl.engines.rollout.sglang.options import SGLangOptions
+from rlctl.engines.rollout.sglang.engine import SGLangRolloutEngine
+from rlctl.engines.rollout.sglang.server import sglang_server_command
+from rlctl.engines.rollout.sglang.weight_sync import make_buckets, new_group_as_rank0, serialize_bucket
 from rlctl.registry import get_registry
 
 

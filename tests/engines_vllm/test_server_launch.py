@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from vllm_env import tiny_recipe
 
-from rlctl.engines.rollout_engine import RolloutEngineSpec
-from rlctl.engines.server_process import (
+from rlctl.engines.rollout.contract import RolloutEngineSpec
+from rlctl.engines.rollout.server.process import (
     ServerCommand,
     ServerError,
     ServerProcess,
@@ -26,9 +26,9 @@ from rlctl.engines.server_process import (
     live_group_members,
     wait_for_urls,
 )
-from rlctl.engines.vllm_options import VLLMOptions
-from rlctl.engines.vllm_rollout import VLLMRolloutEngine
-from rlctl.engines.vllm_server import WORKER_EXTENSION_DIR, vllm_server_command
+from rlctl.engines.rollout.vllm.options import VLLMOptions
+from rlctl.engines.rollout.vllm.engine import VLLMRolloutEngine
+from rlctl.engines.rollout.vllm.server import WORKER_EXTENSION_DIR, vllm_server_command
 
 
 def gone(pid: int) -> bool:
@@ -143,7 +143,7 @@ def test_a_killed_owner_does_not_leave_its_server_behind(tmp_path):
     # The owner starts a server, then dies by SIGKILL (no finalizer, no atexit can run).
     owner_script = (
         "import sys, time\n"
-        "from rlctl.engines.server_process import ServerCommand, ServerProcess\n"
+        "from rlctl.engines.rollout.server.process import ServerCommand, ServerProcess\n"
         "cmd = ServerCommand(name='orphan[0]', port=1,\n"
         "                    argv=[sys.executable, '-c', 'import time; time.sleep(120)'])\n"
         "server = ServerProcess(cmd, sys.argv[1])\n"

@@ -19,12 +19,12 @@ import pytest
 import torch
 from vllm_env import VLLM_PYTHON, requires_vllm_env, sharpened_state, tiny_recipe
 
-from rlctl.engines.hf_rollout import HFRolloutEngine
-from rlctl.engines.rollout_engine import RolloutEngineSpec, SamplingParams
-from rlctl.engines.server_client import get_json
-from rlctl.engines.server_process import ServerError, live_group_members
-from rlctl.engines.vllm_rollout import VLLMRolloutEngine
-from rlctl.engines.vllm_weight_sync import VLLMWeightSync
+from rlctl.engines.rollout.hf.engine import HFRolloutEngine
+from rlctl.engines.rollout.contract import RolloutEngineSpec, SamplingParams
+from rlctl.engines.rollout.server.client import get_json
+from rlctl.engines.rollout.server.process import ServerError, live_group_members
+from rlctl.engines.rollout.vllm.engine import VLLMRolloutEngine
+from rlctl.engines.rollout.vllm.weight_sync import VLLMWeightSync
 from rlctl.models.tiny import EOS_ID
 from rlctl.testing.rollout_contract import RolloutEngineParity, greedy, hf_reference
 from rlctl.testing.server_checkpoint import PARITY_PROMPTS, save_server_checkpoint
@@ -153,7 +153,7 @@ def test_native_sync_changes_generation_stamps_the_version_and_matches_hf(engine
 
 
 def _buckets(state, bucket_mb):
-    from rlctl.engines.vllm_weight_sync import buckets
+    from rlctl.engines.rollout.vllm.weight_sync import buckets
 
     return buckets(state, int(bucket_mb * 2**20))
 

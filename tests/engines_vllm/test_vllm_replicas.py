@@ -17,11 +17,11 @@ from test_vllm_engine import checkpoint, hf, sharpened_state, transfer_stats  # 
 from vllm_env import VLLM_PYTHON, requires_vllm_env
 
 from rlctl.config.recipe import Recipe
-from rlctl.engines.rollout_engine import RolloutEngineSpec
-from rlctl.engines.server_client import get_json
-from rlctl.engines.server_process import ServerError, live_group_members
-from rlctl.engines.vllm_rollout import VLLMRolloutEngine
-from rlctl.engines.vllm_weight_sync import VLLMWeightSync
+from rlctl.engines.rollout.contract import RolloutEngineSpec
+from rlctl.engines.rollout.server.client import get_json
+from rlctl.engines.rollout.server.process import ServerError, live_group_members
+from rlctl.engines.rollout.vllm.engine import VLLMRolloutEngine
+from rlctl.engines.rollout.vllm.weight_sync import VLLMWeightSync
 from rlctl.testing.rollout_contract import greedy
 from rlctl.testing.server_checkpoint import PARITY_PROMPTS
 

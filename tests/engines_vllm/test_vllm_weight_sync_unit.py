@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
 from vllm_env import VLLM_PYTHON, requires_vllm_env, tiny_recipe
 
-from rlctl.engines.rollout_engine import RolloutEngineSpec
-from rlctl.engines.vllm_options import VLLMOptions, VLLMWeightSyncOptions
-from rlctl.engines.vllm_rollout import VLLMRolloutEngine
-from rlctl.engines.vllm_server import WORKER_EXTENSION_DIR, vllm_server_command
-from rlctl.engines.vllm_weight_sync import VLLMWeightSync, bucket_payload, buckets
+import rlctl
+from rlctl.engines.rollout.contract import RolloutEngineSpec
+from rlctl.engines.rollout.vllm.engine import VLLMRolloutEngine
+from rlctl.engines.rollout.vllm.options import VLLMOptions, VLLMWeightSyncOptions
+from rlctl.engines.rollout.vllm.server import WORKER_EXTENSION_DIR, vllm_server_command
+from rlctl.engines.rollout.vllm.weight_sync import VLLMWeightSync, bucket_payload, buckets
 from rlctl.registry import get_registry
 
 
@@ -119,7 +121,7 @@ def test_cuda_transfer_pieces_match_vllms_trainer_api(tmp_path):
     # trainer-side API in vLLM's env: the WeightSource, the init infos, the factory, the client.
     code = (
         "import torch\n"
-        "from rlctl.engines.vllm_cuda_transfer import ReplicaClient, state_dict_source\n"
+        "from rlctl.engines.rollout.vllm.cuda_transfer import ReplicaClient, state_dict_source\n"
         "from vllm.distributed.weight_transfer import VLLMWeightSyncClient, WeightTransferTrainerFactory as F\n"
         "from vllm.distributed.weight_transfer.nccl_engine import NCCLTrainerInitInfo\n"
         "from vllm.distributed.weight_transfer.ipc_engine import IPCTrainerInitInfo\n"
@@ -132,7 +134,7 @@ def test_cuda_transfer_pieces_match_vllms_trainer_api(tmp_path):
         "methods = typing._get_protocol_attrs(VLLMWeightSyncClient)  # the protocol's four methods\n"
         "assert len(methods) == 4 and all(callable(getattr(ReplicaClient, m)) for m in methods), methods\n"
     )
-    env = {"PYTHONPATH": str(WORKER_EXTENSION_DIR.parents[2]), "PATH": "/usr/bin:/bin"}
+    env = {"PYTHONPATH": str(Path(rlctl.__file__).resolve().parents[1]), "PATH": "/usr/bin:/bin"}
     out = subprocess.run([VLLM_PYTHON, "-c", code], env=env, capture_output=True, text=True, timeout=120,
                          cwd=tmp_path, check=False)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from rlctl.checkpoint import CheckpointManager
 from rlctl.inspect import list_runs, read_metrics, summarize
 from rlctl.inspect.report import moving_average, run_labels
-from rlctl.plugins.run_commands import register_commands
+from rlctl.cli.runs_cmd import register_commands
 
 
 @pytest.fixture(scope="module")

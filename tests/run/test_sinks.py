@@ -206,7 +206,7 @@ def test_mlflow_sqlite_store_when_installed(tmp_path: Path) -> None:
 def test_registration_and_readers_import_nothing_heavy() -> None:
     code = (
         "import sys\n"
-        "import rlctl.plugins.metric_sinks, rlctl.plugins.run_commands\n"
+        "import rlctl.plugins.metric_sinks, rlctl.cli.runs_cmd\n"
         "import rlctl.sinks, rlctl.checkpoint, rlctl.inspect\n"
         "heavy = [m for m in ('torch', 'ray', 'transformers', 'matplotlib', 'tensorboard', 'numpy')"
         " if m in sys.modules]\n"

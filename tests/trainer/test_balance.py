@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlctl.trainer.balance import balanced_equal_partition, group_partition
+from rlctl.trainer.controller.balance import balanced_equal_partition, group_partition
 
 
 def test_equal_partition_balances_lengths():

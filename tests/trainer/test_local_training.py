@@ -7,7 +7,7 @@ import pytest
 from rlctl.config.derived import derive
 from rlctl.hookspecs import hookimpl
 from rlctl.registry import build_registry, reset_registry, set_registry
-from rlctl.trainer.entry import Run, train_from_recipe
+from rlctl.trainer.controller.entry import Run, train_from_recipe
 
 VERL_NAMES = [
     "critic/score/mean",

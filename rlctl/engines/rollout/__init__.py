@@ -1,0 +1,1 @@
+"""Rollout engines: the RolloutEngine contract, the in-process weight sync, hf / server / vllm / sglang."""

@@ -1,0 +1,1 @@
+"""The ``hf`` rollout engine (transformers generate, in-process) and its options."""

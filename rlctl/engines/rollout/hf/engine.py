@@ -1,0 +1,306 @@
+"""The ``hf`` rollout engine: transformers ``generate`` with sampling, in-process.
+
+Meant for CPUs and small models (the tiny recipe), colocated with training: weights come
+from the actor through ``update_weights`` (in-process weight sync).
+
+Log-probs: HF applies user logits processors BEFORE its own sampling warpers, so we ask HF
+for plain sampling (T = 1, no top-k/top-p) and do the warping ourselves in one last
+processor (:class:`_WarpAndRecord`, built from HF's own warper classes). It turns the
+logits into ``log_softmax(warped logits)`` - the distribution the token is drawn from - and
+records, at each step, the log-prob of the token sampled at the previous step. Memory: one
+[B, V] row per step, not a [B, T, V] score history. With top_p = 1 and top_k = 0 this
+equals the training engine's ``log_softmax(logits / T)`` (tested).
+
+Concurrency: ``await generate(prompt, sampling)`` queues the request; all requests queued in
+the same event-loop tick with the same sampling parameters run as one batched ``generate``
+call (the agent loop issues one request per session).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import torch
+from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
+from transformers.generation.logits_process import (
+    TemperatureLogitsWarper,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
+
+from rlctl.engines.rollout.hf.options import HFRolloutOptions
+from rlctl.engines.rollout.contract import Generation, RolloutEngineSpec, SamplingParams
+from rlctl.models.loading import load_causal_lm, load_tokenizer
+
+
+@dataclass
+class _Pending:
+    prompt_ids: list[int]
+    future: asyncio.Future[Generation]
+
+
+@dataclass
+class _Queue:
+    """Requests of one sampling setting waiting for the next flush."""
+
+    sampling: SamplingParams
+    items: list[_Pending] = field(default_factory=list)
+
+
+class _WarpAndRecord(LogitsProcessor):
+    """Last logits processor: warp like the sampler, return log-probs, record the sampled ones.
+
+    ``__call__`` at step t receives ``input_ids`` ending with the token sampled at step t-1,
+    so it gathers that token's log-prob from the previous step's row; :meth:`finish`
+    gathers the last step's.
+    """
+
+    def __init__(self, temperature: float, top_k: int, top_p: float, prompt_width: int) -> None:
+        self.warpers: list[LogitsProcessor] = []
+        if temperature > 0:  # greedy (T = 0) is scored at T = 1, like the training engine
+            if temperature != 1.0:
+                self.warpers.append(TemperatureLogitsWarper(temperature))
+            if top_k > 0:
+                self.warpers.append(TopKLogitsWarper(top_k=top_k))
+            if top_p < 1.0:
+                self.warpers.append(TopPLogitsWarper(top_p=top_p))
+        self.prompt_width = prompt_width
+        self.previous: torch.Tensor | None = None  # [B, V] log-probs of the last step
+        self.picked: list[torch.Tensor] = []  # per step: [B]
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if input_ids.shape[1] > self.prompt_width:
+            self._gather(input_ids[:, -1])
+        scores = scores.float()
+        for warper in self.warpers:
+            scores = warper(input_ids, scores)
+        # log_softmax keeps the argmax and the sampling distribution (softmax is shift-invariant).
+        self.previous = torch.log_softmax(scores, dim=-1)
+        return self.previous
+
+    def _gather(self, tokens: torch.Tensor) -> None:
+        assert self.previous is not None
+        self.picked.append(self.previous.gather(-1, tokens[:, None]).squeeze(-1))
+
+    def finish(self, new_tokens: torch.Tensor) -> torch.Tensor:
+        """``log_probs [B, T]`` of ``new_tokens [B, T]`` (after ``generate`` returned)."""
+        if len(self.picked) < new_tokens.shape[1]:
+            self._gather(new_tokens[:, -1])
+        return torch.stack(self.picked, dim=1)
+
+
+class HFRolloutEngine:
+    """Rollout with ``transformers`` ``generate`` (see the module docstring)."""
+
+    def __init__(self, spec: RolloutEngineSpec) -> None:
+        self.spec = spec
+        self.options = HFRolloutOptions.model_validate(spec.recipe.engines.rollout.options)
+        self.device = torch.device(spec.device)
+        self.model: torch.nn.Module | None = None
+        self._version = 0
+        self._calls = 0  # batches generated so far: derives per-batch seeds
+        self._queues: dict[SamplingParams, _Queue] = {}
+        self._flush_scheduled = False
+        self._generate_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ setup
+    def load(self) -> None:
+        """Build the tokenizer facts and the model (same seed as the actor: version 0 = init)."""
+        recipe = self.spec.recipe
+        tokenizer = load_tokenizer(recipe.model)
+        self.pad_id = int(tokenizer.pad_token_id)
+        eos = tokenizer.eos_token_id
+        self.eos_ids: list[int] = [int(e) for e in (eos if isinstance(eos, list) else [eos])]
+        self.model = load_causal_lm(recipe.model, recipe.run.seed).to(self.device).eval()
+        self.model.requires_grad_(False)
+        # A checkpoint's generation_config.json (Qwen: top_k=20, repetition_penalty...) would
+        # be merged into every call; sampling must follow the recipe only.
+        self.model.generation_config = GenerationConfig(
+            eos_token_id=self.eos_ids, pad_token_id=self.pad_id,
+            bos_token_id=getattr(tokenizer, "bos_token_id", None),
+        )
+
+    @property
+    def weight_version(self) -> int:
+        return self._version
+
+    def update_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
+        """Copy full weights (HF names) into the model in place and stamp ``version``."""
+        model = self._require_model()
+        with self._generate_lock:  # never swap weights under a running generate
+            result = model.load_state_dict(dict(state_dict), strict=False)
+        # Tied output embeddings may be absent from an export; any other missing key is a bug.
+        tied = (
+            set(getattr(model, "_tied_weights_keys", None) or []) | {"lm_head.weight"}
+            if getattr(model.config, "tie_word_embeddings", False)
+            else set()
+        )
+        missing = [k for k in result.missing_keys if k not in tied]
+        if missing or result.unexpected_keys:
+            raise ValueError(
+                f"weight update v{version} does not match the rollout model: missing "
+                f"{missing[:5]}, unexpected {result.unexpected_keys[:5]} (export the actor's "
+                "full state dict with HF parameter names)"
+            )
+        self._version = int(version)
+
+    def _require_model(self) -> torch.nn.Module:
+        if self.model is None:
+            raise RuntimeError("HFRolloutEngine used before load(): call load() first")
+        return self.model
+
+    # ------------------------------------------------------------------ batch generation
+    def generate_batch(
+        self,
+        prompts: Sequence[Sequence[int]],
+        *,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        seed: int | None = None,
+    ) -> list[Generation]:
+        """Sample one response per prompt; deterministic for a given ``seed``.
+
+        ``seed=None`` derives one from the engine seed and a call counter (deterministic
+        for a deterministic sequence of calls). ``temperature = 0`` is greedy.
+        """
+        if not prompts:
+            return []
+        if seed is None:
+            seed = self.spec.seed * 1_000_003 + self._calls
+        self._calls += 1
+        sampling = SamplingParams(max_new_tokens, temperature, top_p, top_k)
+        return self._generate_seeded([list(p) for p in prompts], sampling, seed)
+
+    @torch.no_grad()  # grad mode is per thread: the async path runs this in a worker thread
+    def _generate_chunk(
+        self,
+        prompts: Sequence[Sequence[int]],
+        *,
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float,
+        top_k: int,
+        seed: int,
+    ) -> list[Generation]:
+        model = self._require_model()
+        if any(len(p) == 0 for p in prompts):
+            raise ValueError("a prompt is empty: every request needs at least one token")
+        width = max(len(p) for p in prompts)
+        input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for i, p in enumerate(prompts):  # left padding: generation appends on the right
+            input_ids[i, width - len(p) :] = torch.as_tensor(list(p), dtype=torch.long)
+            attention_mask[i, width - len(p) :] = 1
+        greedy = temperature <= 0
+        recorder = _WarpAndRecord(temperature, top_k, top_p, prompt_width=width)
+        config = GenerationConfig(
+            do_sample=not greedy,
+            temperature=1.0,  # the recorder applies the real temperature / top-k / top-p
+            top_k=0,
+            top_p=1.0,
+            max_new_tokens=max_new_tokens,
+            eos_token_id=None if self.options.ignore_eos else self.eos_ids,
+            pad_token_id=self.pad_id,
+        )
+        threads = self.options.num_threads
+        with self._generate_lock:  # the global RNG and the weights are shared state
+            previous_threads = torch.get_num_threads()
+            if threads:
+                torch.set_num_threads(threads)
+            try:
+                # The sampler draws from the global RNG: fork it, the caller's stream stays put.
+                devices = [self.device] if self.device.type == "cuda" else []
+                with torch.random.fork_rng(devices=devices):
+                    torch.manual_seed(seed)
+                    sequences = model.generate(
+                        input_ids=input_ids.to(self.device),
+                        attention_mask=attention_mask.to(self.device),
+                        generation_config=config,
+                        logits_processor=LogitsProcessorList([recorder]),
+                    )
+            finally:
+                if threads:
+                    torch.set_num_threads(previous_threads)
+            version = self._version
+        new_tokens = sequences[:, width:]  # [B, T]
+        log_probs = recorder.finish(new_tokens).cpu()  # [B, T]
+        new_tokens = new_tokens.cpu()
+        return [self._cut(new_tokens[i], log_probs[i], version) for i in range(len(prompts))]
+
+    def _cut(self, tokens: torch.Tensor, log_probs: torch.Tensor, version: int) -> Generation:
+        """Keep tokens up to and including the first eos."""
+        ids = tokens.tolist()
+        stop = None if self.options.ignore_eos else next(
+            (i for i, t in enumerate(ids) if t in self.eos_ids), None
+        )
+        end = len(ids) if stop is None else stop + 1
+        return Generation(
+            token_ids=ids[:end],
+            log_probs=log_probs[:end].tolist(),
+            finish_reason="length" if stop is None else "stop",
+            weight_version=version,
+        )
+
+    # ------------------------------------------------------------------ resumable state
+    def state_dict(self) -> dict[str, int]:
+        """Sampler position: with it, a resumed run draws the same samples."""
+        return {"calls": self._calls, "weight_version": self._version}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self._calls = int(state["calls"])
+
+    # ------------------------------------------------------------------ async batching
+    async def generate(self, prompt_ids: Sequence[int], sampling: SamplingParams) -> Generation:
+        """Queue one request; requests of the same tick are generated as one batch."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Generation] = loop.create_future()
+        queue = self._queues.setdefault(sampling, _Queue(sampling))
+        queue.items.append(_Pending(list(prompt_ids), future))
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            # call_soon runs after every callback already scheduled in this tick, so all the
+            # sessions started together land in the same batch.
+            loop.call_soon(lambda: loop.create_task(self._flush()))
+        return await future
+
+    async def _flush(self) -> None:
+        self._flush_scheduled = False
+        queues, self._queues = self._queues, {}
+        for queue in queues.values():
+            s = queue.sampling
+            # Seed chosen here, in the event-loop thread, in queue order: deterministic even
+            # when an earlier batch is still running in its worker thread.
+            seed = self.spec.seed * 1_000_003 + self._calls
+            self._calls += 1
+            try:
+                generations = await asyncio.to_thread(
+                    self._generate_seeded,
+                    [item.prompt_ids for item in queue.items],
+                    s,
+                    seed,
+                )
+            except Exception as exc:  # every waiter learns about the failure
+                for item in queue.items:
+                    if not item.future.done():
+                        item.future.set_exception(exc)
+                continue
+            for item, gen in zip(queue.items, generations, strict=True):
+                if not item.future.done():
+                    item.future.set_result(gen)
+
+    def _generate_seeded(
+        self, prompts: list[list[int]], s: SamplingParams, seed: int
+    ) -> list[Generation]:
+        out: list[Generation] = []
+        size = self.options.generation_batch_size
+        for start in range(0, len(prompts), size):
+            out.extend(self._generate_chunk(
+                prompts[start : start + size], max_new_tokens=s.max_new_tokens,
+                temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, seed=seed + start,
+            ))
+        return out

@@ -1,0 +1,1 @@
+"""What every server-mode rollout engine shares: process launch, HTTP client, base engine, env lookup."""

@@ -1,0 +1,1 @@
+"""The ``sglang`` rollout engine: SGLang servers, their command line and weight sync."""

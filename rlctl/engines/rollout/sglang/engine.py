@@ -1,0 +1,181 @@
+"""The ``sglang`` rollout engine: SGLang servers, token-in / token-out over the native ``/generate``.
+
+Servers: ``replicas`` servers started as subprocesses from the interpreter in
+``[engines.rollout.options] python`` (SGLang's own environment, see
+``scripts/build_engine_envs.sh sglang``), or the servers listed in ``urls``; replicas, seeds,
+the HTTP loop and the lifecycle are :class:`~rlctl.engines.rollout.server.engine.ServerRolloutEngine`'s.
+
+Requests: ``POST /generate`` with ``input_ids``, ``sampling_params`` (including a per-request
+``sampling_seed``: the engine seed and a request counter) and ``return_logprob``. SGLang
+honours ``sampling_seed`` only with ``deterministic_inference = true``, which its CPU attention
+backend (``torch_native``) does not support: on CPU samples are not reproducible run to run.
+SGLang's sampler returns ``log(softmax(logits / T))`` of the sampled token, over the whole
+vocabulary, which is exactly the trainer's ``log_softmax(logits / T)`` (greedy requests: T = 1, also the trainer's
+convention). With top-k / top-p the value is still that of the temperature-scaled distribution,
+not of the truncated one.
+
+Weight versions: servers we start begin at ``--weight-version 0``; every update passes the new
+version, and every answer carries the version the server generated with
+(``meta_info.weight_version``). A generation whose version is not the one the engine expects
+fails loudly instead of feeding stale samples to the trainer.
+
+Weight sync: :meth:`SGLangRolloutEngine.update_weights` runs the transport chosen in
+``[engines.rollout.options] weight_sync`` (``tensor`` by default; see
+:mod:`rlctl.engines.rollout.sglang.weight_sync`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from rlctl.engines.rollout.contract import Generation, SamplingParams
+from rlctl.engines.rollout.server.client import Replica, get_json
+from rlctl.engines.rollout.server.process import ServerCommand, ServerError
+from rlctl.engines.rollout.server.engine import ServerRolloutEngine
+from rlctl.engines.rollout.sglang.options import SGLangOptions
+from rlctl.engines.rollout.sglang.server import HEALTH_PATH, sglang_server_command
+
+if TYPE_CHECKING:
+    import torch
+
+    from rlctl.engines.rollout.sglang.weight_sync import SGLangWeightUpdater
+    from rlctl.plugins.weight_syncs import SGLangWeightSyncOptions
+
+
+class SGLangRolloutEngine(ServerRolloutEngine):
+    """Rollout through SGLang servers (see the module docstring)."""
+
+    engine_name: ClassVar[str] = "sglang"
+    options_model: ClassVar[type[SGLangOptions]] = SGLangOptions
+    health_path: ClassVar[str] = HEALTH_PATH
+
+    def __init__(self, spec: Any) -> None:
+        super().__init__(spec)
+        # What each server calls our version 0: attached servers keep their own label
+        # (``default`` unless started with --weight-version); later versions are str(version).
+        self._initial_labels: dict[str, str] = {}
+        self._updater: SGLangWeightUpdater | None = None
+        self._vocab_size: int | None = None  # of the checkpoint we serve (None when attached)
+
+    # ------------------------------------------------------------------ servers
+    def server_command(self, index: int, model_dir: str) -> ServerCommand:
+        recipe = self.spec.recipe
+        command = sglang_server_command(
+            f"sglang[{index}]", self.options, model=model_dir, dtype=recipe.model.dtype,
+            seed=self.spec.seed + index, device=self.spec.device,
+        )
+        command.argv.extend(["--weight-version", "0"])
+        return command
+
+    def served_model(self, url: str) -> str:
+        """The model name an attached server serves (``GET /model_info``); also notes its version."""
+        info = get_json(url + "/model_info")
+        self._initial_labels[url] = str(info.get("weight_version"))
+        return str(info.get("served_model_name") or info.get("model_path"))
+
+    def check_model_dir(self, model_dir: Path) -> None:
+        """Remember the vocabulary size: SGLang's CPU path does not check prompt ids, and an id
+        past the embedding kills the whole server (IndexError in the scheduler, measured)."""
+        config_path = model_dir / "config.json"
+        if config_path.is_file():
+            config = json.loads(config_path.read_text())
+            self._vocab_size = int(config.get("text_config", config)["vocab_size"])
+
+    async def _warm_up(self, replica: Replica) -> None:
+        body = {"input_ids": [0], "sampling_params": {"max_new_tokens": 1, "temperature": 0.0}}
+        await self._post(replica, "/generate", body)
+
+    def version_label(self, replica: Replica, version: int) -> str:
+        """The ``weight_version`` string ``replica`` reports while it serves ``version``."""
+        if version == 0:
+            return self._initial_labels.get(replica.url, "0")
+        return str(version)
+
+    # ------------------------------------------------------------------ generation
+    async def _generate_one(self, prompt_ids: list[int], s: SamplingParams, seed: int) -> Generation:
+        if not prompt_ids:
+            raise ValueError("a prompt is empty: every request needs at least one token")
+        if self._vocab_size is not None and not all(0 <= t < self._vocab_size for t in prompt_ids):
+            bad = [t for t in prompt_ids if not 0 <= t < self._vocab_size]
+            raise ValueError(
+                f"prompt token ids {bad[:5]} are outside the model's vocabulary (size "
+                f"{self._vocab_size}); SGLang would crash on them. Check the tokenizer"
+            )
+        replica = self._next_replica()
+        version = self._version
+        body = {
+            "input_ids": prompt_ids,
+            "sampling_params": {
+                "max_new_tokens": s.max_new_tokens,
+                "temperature": s.temperature,  # 0 = greedy (SGLang: top_k = 1, T = 1)
+                "top_p": s.top_p,
+                "top_k": s.top_k if s.top_k > 0 else -1,  # SGLang: -1 = off
+                "ignore_eos": self.options.ignore_eos,
+                "sampling_seed": seed,
+            },
+            "return_logprob": True,
+        }
+        data = await self._post(replica, "/generate", body)
+        try:
+            meta = data["meta_info"]
+            token_ids = [int(t) for t in data["output_ids"]]
+            pairs = meta["output_token_logprobs"]  # [[log-prob, token id, text | None], ...]
+            log_probs = [float(p[0]) for p in pairs]
+            finish = meta["finish_reason"]["type"]
+            served_version = str(meta["weight_version"])
+        except (KeyError, IndexError, TypeError) as exc:
+            raise ServerError(
+                f"server {replica.name} answered /generate without output ids / log-probs / "
+                f"weight version ({exc!r}); is it an SGLang server (>= 0.5)? answer: {str(data)[:500]}"
+            ) from exc
+        if [int(p[1]) for p in pairs] != token_ids:
+            raise ServerError(f"server {replica.name} returned log-probs for other tokens than output_ids")
+        if finish not in ("stop", "length"):
+            raise ServerError(
+                f"server {replica.name} ended a request with finish_reason={meta['finish_reason']!r}"
+            )
+        expected = self.version_label(replica, version)
+        if served_version != expected:
+            raise ServerError(
+                f"server {replica.name} generated with weight version {served_version!r}, but the "
+                f"engine expects {expected!r} (version {version}): a weight update did not reach "
+                "it or someone else updated it; these samples would be off-policy"
+            )
+        return Generation(token_ids=token_ids, log_probs=log_probs, finish_reason=finish, weight_version=version)
+
+    # ------------------------------------------------------------------ weights
+    def update_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
+        """Load full weights (HF names) into every server with the configured transport."""
+        from rlctl.plugins.weight_syncs import SGLangWeightSyncOptions
+
+        self.update_weights_with(SGLangWeightSyncOptions(), state_dict, version)
+
+    def update_weights_with(
+        self, sync: SGLangWeightSyncOptions, state_dict: Mapping[str, torch.Tensor], version: int
+    ) -> None:
+        """Load ``state_dict`` with the weight-sync options ``sync``, overridden by the fields set
+        in ``[engines.rollout.options] weight_sync``; stamp ``version``."""
+        from rlctl.engines.rollout.sglang.weight_sync import SGLangWeightUpdater
+
+        if not state_dict:
+            raise ValueError(
+                "sglang weight update got an empty state dict: with several training ranks only "
+                "rank 0 holds the full weights; sync from rank 0"
+            )
+        self.check_names(state_dict, version)
+        overrides = self.options.weight_sync.model_dump(exclude_unset=True)
+        effective = sync.model_validate({**sync.model_dump(), **overrides})
+        if self._updater is None:
+            self._updater = SGLangWeightUpdater(self)
+        self._updater.update(effective, state_dict, int(version))
+        self._version = int(version)
+
+    def close(self) -> None:
+        """Leave the weight-update group (while the servers still run), then stop everything."""
+        if self._updater is not None:
+            updater, self._updater = self._updater, None
+            updater.close()
+        super().close()

@@ -1,0 +1,89 @@
+""":func:`sglang_server_command`: the command line of SGLang's native HTTP server.
+
+The server is started with ``python -m sglang.launch_server`` from the interpreter of its own
+environment (SGLang pins torch 2.14.1 and transformers 5.19, which need not be the trainer's),
+bound to 127.0.0.1 on a free port. On CPU it needs ``SGLANG_USE_CPU_ENGINE=1 --device cpu``
+and the ``torch_native`` attention backend (the other backends are CUDA kernels); CUDA graphs
+are off there. Readiness is ``GET /health_generate``, which runs a real one-token generation:
+plain ``/health`` answers before the scheduler can serve. Launching, health checks and
+reaping are :mod:`rlctl.engines.rollout.server.process`'s.
+"""
+
+from __future__ import annotations
+
+from rlctl.engines.rollout.server.engine_envs import engine_python, is_foreign
+from rlctl.engines.rollout.server.process import (
+    PYTHON_ENV_VARS,
+    SERVED_MODEL_NAME,
+    ServerCommand,
+    free_port,
+)
+from rlctl.engines.rollout.sglang.options import SGLangOptions
+
+__all__ = ["CPU_MAX_TOTAL_TOKENS", "HEALTH_PATH", "sglang_server_command"]
+
+HEALTH_PATH = "/health_generate"
+"""Readiness probe: answers 200 only once a real generation went through."""
+CPU_MAX_TOTAL_TOKENS = 65_536
+"""KV-cache tokens on CPU when ``max_total_tokens`` is not set: SGLang would otherwise size the
+cache from free host RAM (``mem_fraction_static`` of it), too much on a shared machine."""
+
+
+def sglang_server_command(
+    name: str,
+    options: SGLangOptions,
+    *,
+    model: str,
+    dtype: str,
+    seed: int,
+    device: str,
+    port: int | None = None,
+) -> ServerCommand:
+    """The command that starts one SGLang server for ``model`` (a local checkpoint directory)."""
+    port = free_port() if port is None else port
+    python = engine_python("sglang", options.python)
+    foreign = is_foreign(python)  # the engine's own env must not see this venv's packages
+    on_cpu = not device.startswith("cuda")
+    argv = [
+        python, "-m", options.server_module,
+        "--model-path", model,
+        "--served-model-name", SERVED_MODEL_NAME,
+        "--host", "127.0.0.1",
+        "--port", str(port),
+        "--dtype", dtype,
+        "--random-seed", str(seed),
+        "--tp-size", str(options.tensor_parallel_size),
+        "--mem-fraction-static", str(options.mem_fraction_static),
+        # Sampling follows the recipe only: a checkpoint's generation_config.json (Qwen ships
+        # top_k=20, a repetition penalty...) would otherwise become every request's default.
+        "--sampling-defaults", "openai",
+        # Each request's log is noise at RL request rates; errors are still logged.
+        "--log-level-http", "warning",
+    ]
+    attention = options.attention_backend or ("torch_native" if on_cpu else None)
+    if attention is not None:
+        argv += ["--attention-backend", attention]
+    if on_cpu:
+        argv += ["--device", "cpu"]
+    no_graphs = on_cpu if options.disable_cuda_graph is None else options.disable_cuda_graph
+    if no_graphs:
+        argv += ["--cuda-graph-backend-decode", "disabled", "--cuda-graph-backend-prefill", "disabled"]
+    max_tokens = options.max_total_tokens or (CPU_MAX_TOTAL_TOKENS if on_cpu else None)
+    if max_tokens is not None:
+        argv += ["--max-total-tokens", str(max_tokens)]
+    if options.max_model_len is not None:
+        argv += ["--context-length", str(options.max_model_len)]
+    if options.deterministic_inference:
+        argv.append("--enable-deterministic-inference")
+    if not options.enable_radix_cache:
+        argv.append("--disable-radix-cache")
+    argv += list(options.extra_args)
+    # Log-probs of the temperature-scaled distribution tokens are drawn from (the trainer's
+    # log_softmax(logits / T)): SGLang's default, pinned here against an inherited setting
+    # that would make it return the T = 1 values.
+    env = {"SGLANG_RETURN_ORIGINAL_LOGPROB": "0"}
+    if on_cpu:
+        env["SGLANG_USE_CPU_ENGINE"] = "1"
+    env.update(options.env)
+    unset = PYTHON_ENV_VARS if foreign else ()
+    return ServerCommand(name=name, argv=argv, port=port, env=env, unset_env=unset, health_path=HEALTH_PATH)

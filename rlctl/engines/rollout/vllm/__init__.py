@@ -1,0 +1,1 @@
+"""The ``vllm`` rollout engine: vLLM servers, their command line and weight sync."""

@@ -1,0 +1,86 @@
+"""The contract of a training engine (``[engines.train] backend``), one instance per rank.
+
+The trainer's workers build one engine per role and rank from a :class:`ModelEngineSpec`
+and call it with :class:`~rlctl.engines.train.batch.ModelBatch`es. Per-token results are
+``[B, R]`` tensors aligned with ``batch.responses`` (see :mod:`rlctl.engines.train.batch`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import torch
+
+    from rlctl.config.recipe import Recipe
+    from rlctl.engines.train.batch import ModelBatch
+
+Role = Literal["actor", "ref", "critic"]
+
+# loss_fn(outputs, fields_micro) -> (loss, metrics). ``outputs`` holds "log_probs" and
+# "entropy" [b, R] (actor) or "values" [b, R] (critic), with grad; ``fields_micro`` is the
+# caller's per-sample fields sliced to the micro-batch. The loss must already be divided by
+# the GLOBAL normaliser (tokens or samples of the whole minibatch on all ranks): the engine
+# sums gradients over micro-batches and ranks.
+LossFn = Callable[
+    [dict[str, "torch.Tensor"], dict[str, "torch.Tensor"]],
+    tuple["torch.Tensor", Mapping[str, "float | torch.Tensor"]],
+]
+
+
+@dataclass(frozen=True)
+class ModelEngineSpec:
+    """Everything an engine needs to build itself on one rank."""
+
+    role: Role
+    """``actor`` (trained policy), ``ref`` (frozen policy) or ``critic`` (value model)."""
+    recipe: Recipe
+    """The whole recipe (model, optimizer, micro-batch sizes, engine options)."""
+    rank: int = 0
+    """This process's rank in the engine's process group."""
+    world_size: int = 1
+    """Ranks of the engine's process group."""
+    device: str = "cpu"
+    """``cpu`` or ``cuda[:i]``; picks gloo or NCCL."""
+
+
+@runtime_checkable
+class ModelEngine(Protocol):
+    """One rank of a training engine."""
+
+    spec: ModelEngineSpec
+
+    def init(self) -> None:
+        """Join the process group, build and shard the model, build the optimizer."""
+        ...
+
+    def compute_log_prob(
+        self, batch: ModelBatch, *, temperature: float, with_entropy: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``(log_probs [B, R], entropy [B, R] | None)`` without grad."""
+        ...
+
+    def compute_values(self, batch: ModelBatch) -> torch.Tensor:
+        """``values [B, R]`` without grad (critic)."""
+        ...
+
+    def train_minibatch(
+        self,
+        batch: ModelBatch,
+        fields: Mapping[str, torch.Tensor],
+        loss_fn: LossFn,
+        *,
+        temperature: float,
+    ) -> dict[str, float]:
+        """One optimizer step over ``batch``; returns mean metrics + ``grad_norm``, ``lr``."""
+        ...
+
+    def export_weights(self) -> dict[str, torch.Tensor]:
+        """Full (unsharded) CPU weights, HF names."""
+        ...
+
+    def save(self, path: str) -> None: ...
+
+    def load(self, path: str) -> None: ...

@@ -1,0 +1,1 @@
+"""The ``fsdp`` training engine (torch FSDP2) and its options."""

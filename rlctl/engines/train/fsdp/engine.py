@@ -1,0 +1,336 @@
+"""The ``fsdp`` training engine: torch FSDP2 (``fully_shard``) for actor, reference and critic.
+
+One instance per rank. Gloo on CPU, NCCL on CUDA. Every rank builds the same model from the
+same seed, shards each decoder layer and then the root, and takes its rows of each batch
+(the worker group splits batches across ranks).
+
+Gradient convention: the loss function divides by the GLOBAL normaliser (all samples or
+tokens of the minibatch on all ranks; :func:`global_normaliser`), so the true gradient is
+the SUM of per-rank gradients. FSDP2 averages across ranks by default; we set its divide
+factor to 1 so the 2-rank update equals the 1-rank update (tested).
+
+Collectives must line up: with FSDP2 every forward all-gathers, so all ranks must run the
+same number of forwards. Ranks with fewer micro-batches run extra zero-weight passes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+import torch.distributed.checkpoint as dcp
+from torch import nn
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_model_state_dict,
+    set_optimizer_state_dict,
+)
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import (
+    CPUOffloadPolicy,
+    FSDPModule,
+    MixedPrecisionPolicy,
+    OffloadPolicy,
+    fully_shard,
+)
+
+from rlctl.config.derived import derive
+from rlctl.engines.train.batch import ModelBatch
+from rlctl.engines.distributed import all_reduce_max_int, all_reduce_sum, ensure_process_group
+from rlctl.engines.train.fsdp.options import FSDPOptions
+from rlctl.engines.train.lr_schedule import build_optimizer, build_scheduler
+from rlctl.engines.train.contract import LossFn, ModelEngineSpec
+from rlctl.models.loading import load_causal_lm, load_tokenizer, load_value_model
+
+
+def global_normaliser(local_count: float | torch.Tensor, device: str = "cpu") -> float:
+    """Token or sample count of a minibatch summed over all ranks (loss denominators)."""
+    return all_reduce_sum(local_count, device)
+
+
+def token_log_probs(
+    logits: torch.Tensor, responses: torch.Tensor, temperature: float, with_entropy: bool
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probs of ``responses [b, R]`` under ``softmax(logits / T)``, ``logits [b, R, V]``.
+
+    ``temperature <= 0`` (greedy) is scored at T = 1.
+    """
+    scale = temperature if temperature > 0 else 1.0
+    logp = torch.log_softmax(logits.float() / scale, dim=-1)  # [b, R, V]
+    picked = logp.gather(-1, responses.unsqueeze(-1)).squeeze(-1)  # [b, R]
+    entropy = -(logp.exp() * logp).sum(-1) if with_entropy else None  # [b, R]
+    return picked, entropy
+
+
+class FSDPEngine:
+    """One rank of an FSDP2 actor, reference or critic (see the module docstring)."""
+
+    def __init__(self, spec: ModelEngineSpec) -> None:
+        self.spec = spec
+        self.recipe = spec.recipe
+        self.options = FSDPOptions.model_validate(self.recipe.engines.train.options)
+        self.device = torch.device(spec.device)
+        self.model: nn.Module | None = None
+        self.optimizer: torch.optim.Optimizer | None = None
+        self.scheduler: torch.optim.lr_scheduler.LambdaLR | None = None
+        self.pad_id = 0
+
+    # ------------------------------------------------------------------ setup
+    def init(self) -> None:
+        spec, recipe = self.spec, self.recipe
+        ensure_process_group(spec.rank, spec.world_size, spec.device)
+        seed = recipe.run.seed
+        self.pad_id = int(load_tokenizer(recipe.model).pad_token_id)
+        if spec.role == "critic":
+            model = load_value_model(recipe.model, seed, path=recipe.critic.path)
+            layers = model.layers
+        else:
+            model = load_causal_lm(recipe.model, seed)
+            layers = model.get_decoder().layers
+        if recipe.model.gradient_checkpointing and spec.role != "ref":
+            (model.trunk if spec.role == "critic" else model).gradient_checkpointing_enable()
+        if spec.role == "ref":
+            model.requires_grad_(False)
+        model.to(self.device)
+        self._shard(model, layers)
+        self.model = model
+        torch.manual_seed(seed + spec.rank)  # dropout / sampling inside the engine, per rank
+        if spec.role == "ref":
+            model.eval()
+            return
+        optim = recipe.algorithm.optim
+        lr = recipe.critic.lr if spec.role == "critic" else optim.lr
+        self.optimizer = build_optimizer(model.parameters(), optim, lr=lr)
+        total = recipe.schedule.total_steps * derive(recipe).optimizer_steps_per_train_step
+        self.scheduler = build_scheduler(self.optimizer, optim, total)
+
+    def _shard(self, model: nn.Module, layers: nn.ModuleList) -> None:
+        mesh = init_device_mesh(self.device.type, (self.spec.world_size,))
+        mp = (
+            MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+            if self.options.mixed_precision == "bf16"
+            else MixedPrecisionPolicy()
+        )
+        offload = (
+            CPUOffloadPolicy() if self.options.cpu_offload and self.device.type == "cuda"
+            else OffloadPolicy()
+        )
+        kwargs: dict[str, Any] = {"mesh": mesh, "mp_policy": mp, "offload_policy": offload}
+        for layer in layers:
+            fully_shard(layer, reshard_after_forward=self.options.reshard_after_forward, **kwargs)
+        fully_shard(model, reshard_after_forward=self.options.reshard_after_forward, **kwargs)
+        # Sum (not average) gradients over ranks: losses are globally normalised already.
+        # Forcing plain SUM collectives avoids PREMUL_SUM, which gloo does not support.
+        for module in model.modules():
+            if isinstance(module, FSDPModule):
+                module.set_gradient_divide_factor(1.0)
+                module.set_force_sum_reduction_for_comms(True)
+
+    def _require_model(self) -> nn.Module:
+        if self.model is None:
+            raise RuntimeError(f"{self.spec.role} engine used before init(): call init() first")
+        return self.model
+
+    # ------------------------------------------------------------------ forward
+    def _policy_forward(
+        self, mb: ModelBatch, temperature: float, with_entropy: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        model = self._require_model()
+        mb = mb.trim_prompt_padding().to(self.device)
+        width_r = mb.response_width
+        # logits_to_keep = R + 1 keeps the last R + 1 positions: columns P-1 .. L-1; the one
+        # at L-1 predicts past the end and is dropped. Row-aligned because responses are
+        # right-padded after a left-padded prompt (see rlctl.engines.train.batch).
+        logits = model(
+            input_ids=mb.input_ids,
+            attention_mask=mb.attention_mask,
+            position_ids=mb.position_ids,
+            use_cache=False,
+            logits_to_keep=width_r + 1,
+        ).logits[:, :-1]  # [b, R, V]
+        log_probs, entropy = token_log_probs(logits, mb.responses, temperature, with_entropy)
+        mask = mb.response_mask
+        return log_probs * mask, (entropy * mask if entropy is not None else None)
+
+    def _value_forward(self, mb: ModelBatch) -> torch.Tensor:
+        model = self._require_model()
+        mb = mb.trim_prompt_padding().to(self.device)
+        values = model(mb.input_ids, mb.attention_mask, mb.position_ids)  # [b, L]
+        # The value of the state before response token t sits at column P - 1 + t.
+        return values[:, -mb.response_width - 1 : -1] * mb.response_mask  # [b, R]
+
+    def _aligned_chunks(self, batch: ModelBatch, size: int) -> tuple[list[slice], int]:
+        """Row slices of ``batch`` and the number of passes every rank runs (the max)."""
+        if batch.batch_size == 0:
+            raise ValueError(f"{self.spec.role} rank {self.spec.rank} got an empty batch")
+        chunks = [slice(s, s + size) for s in range(0, batch.batch_size, size)]
+        return chunks, all_reduce_max_int(len(chunks), self._comm_device)
+
+    @property
+    def _comm_device(self) -> str:
+        return "cpu" if self.device.type == "cpu" else str(self.device)
+
+    @torch.no_grad()
+    def compute_log_prob(
+        self, batch: ModelBatch, *, temperature: float, with_entropy: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``(log_probs [B, R], entropy [B, R] | None)``, zero on padding, no grad."""
+        if self.spec.role == "critic":
+            raise RuntimeError("compute_log_prob on a critic engine: use compute_values")
+        self._require_model().eval()
+        chunks, passes = self._aligned_chunks(
+            batch, self.recipe.engines.train.log_prob_micro_batch_size
+        )
+        log_probs, entropies = [], []
+        for i in range(passes):
+            lp, ent = self._policy_forward(
+                batch.slice(chunks[min(i, len(chunks) - 1)]), temperature, with_entropy
+            )
+            if i < len(chunks):  # extra passes only keep the collectives aligned
+                log_probs.append(lp.cpu())
+                entropies.append(ent.cpu() if ent is not None else None)
+        entropy = torch.cat(entropies) if with_entropy else None  # type: ignore[arg-type]
+        return torch.cat(log_probs), entropy
+
+    @torch.no_grad()
+    def compute_values(self, batch: ModelBatch) -> torch.Tensor:
+        """``values [B, R]``, zero on padding, no grad (critic only)."""
+        if self.spec.role != "critic":
+            raise RuntimeError(f"compute_values on a {self.spec.role} engine: use a critic")
+        self._require_model().eval()
+        chunks, passes = self._aligned_chunks(
+            batch, self.recipe.engines.train.log_prob_micro_batch_size
+        )
+        values = []
+        for i in range(passes):
+            v = self._value_forward(batch.slice(chunks[min(i, len(chunks) - 1)]))
+            if i < len(chunks):
+                values.append(v.cpu())
+        return torch.cat(values)
+
+    # ------------------------------------------------------------------ update
+    def train_minibatch(
+        self,
+        batch: ModelBatch,
+        fields: Mapping[str, torch.Tensor],
+        loss_fn: LossFn,
+        *,
+        temperature: float = 1.0,
+    ) -> dict[str, float]:
+        """One optimizer step; gradients summed over micro-batches and ranks.
+
+        ``fields`` are per-sample tensors ([B] or [B, R]) sliced with the batch. Returns the
+        mean over micro-batches of ``loss_fn``'s metrics (this rank's), ``loss`` (the global
+        minibatch loss: summed over micro-batches and ranks), ``grad_norm`` and ``lr`` (the
+        learning rate this step used).
+        """
+        model = self._require_model()
+        if self.optimizer is None or self.scheduler is None:
+            raise RuntimeError(f"train_minibatch on a {self.spec.role} engine (no optimizer)")
+        for key, value in fields.items():
+            if value.shape[0] != batch.batch_size:
+                raise ValueError(
+                    f"field {key!r} has {value.shape[0]} rows but the batch has "
+                    f"{batch.batch_size}: fields must be per-sample and in batch order"
+                )
+        model.train()
+        chunks, passes = self._aligned_chunks(batch, self.recipe.engines.train.micro_batch_size)
+        want_entropy_grad = self.recipe.algorithm.loss.entropy_coef > 0
+        sums: dict[str, float] = defaultdict(float)
+        local_loss = 0.0
+        for i in range(passes):
+            real = i < len(chunks)
+            rows = chunks[min(i, len(chunks) - 1)]
+            mb = batch.slice(rows)
+            fields_mb = {k: v[rows].to(self.device) for k, v in fields.items()}
+            outputs = self._train_outputs(mb, temperature, want_entropy_grad)
+            loss, metrics = loss_fn(outputs, fields_mb)
+            if not real:
+                loss = loss * 0.0  # a pass for collective alignment only: no gradient
+            loss.backward()
+            if real:
+                local_loss += float(loss.detach())
+                for key, value in metrics.items():
+                    sums[key] += float(value.detach() if isinstance(value, torch.Tensor) else value)
+        result = {key: total / len(chunks) for key, total in sums.items()}
+        result["loss"] = all_reduce_sum(local_loss, self._comm_device)
+        result.update(self._optimizer_step())
+        return result
+
+    def _train_outputs(
+        self, mb: ModelBatch, temperature: float, want_entropy_grad: bool
+    ) -> dict[str, torch.Tensor]:
+        if self.spec.role == "critic":
+            return {"values": self._value_forward(mb)}
+        log_probs, entropy = self._policy_forward(mb, temperature, with_entropy=True)
+        assert entropy is not None
+        entropy = entropy if want_entropy_grad else entropy.detach()
+        return {"log_probs": log_probs, "entropy": entropy}
+
+    def _optimizer_step(self) -> dict[str, float]:
+        assert self.model is not None and self.optimizer is not None and self.scheduler is not None
+        clip = self.recipe.algorithm.optim.grad_clip
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        norm = torch.nn.utils.clip_grad_norm_(params, max_norm=clip if clip else math.inf)
+        grad_norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
+        lr = float(self.scheduler.get_last_lr()[0])
+        if math.isfinite(grad_norm):
+            self.optimizer.step()
+        # A non-finite norm skips the update (the step still advances the schedule).
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return {"grad_norm": grad_norm, "lr": lr}
+
+    # ------------------------------------------------------------------ weights
+    def export_weights(self) -> dict[str, torch.Tensor]:
+        """Full unsharded CPU weights with HF names, on rank 0; ``{}`` on other ranks.
+
+        Every rank must call it (it gathers shards).
+        """
+        model = self._require_model()
+        options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        state = get_model_state_dict(model, options=options)
+        # With one CPU rank the "gathered" tensors can alias the live parameters; the next
+        # optimizer step would then change an export already handed out. Copy those.
+        live = {p.to_local().untyped_storage().data_ptr() if hasattr(p, "to_local")
+                else p.untyped_storage().data_ptr() for p in model.parameters()}
+        return {
+            k: v.detach().clone() if v.untyped_storage().data_ptr() in live else v
+            for k, v in state.items()
+        }
+
+    def load_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
+        """Load full weights given on rank 0 (other ranks pass ``{}``)."""
+        options = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
+        set_model_state_dict(self._require_model(), dict(state_dict), options=options)
+
+    def _checkpoint_state(self) -> dict[str, Any]:
+        model = self._require_model()
+        state: dict[str, Any] = {"model": get_model_state_dict(model)}
+        if self.optimizer is not None and self.scheduler is not None:
+            state["optimizer"] = get_optimizer_state_dict(model, self.optimizer)
+            state["scheduler"] = self.scheduler.state_dict()
+        return state
+
+    def save(self, path: str) -> None:
+        """Sharded checkpoint (model, optimizer, scheduler) with torch.distributed.checkpoint."""
+        dcp.save(self._checkpoint_state(), checkpoint_id=path)
+
+    def load(self, path: str) -> None:
+        """Restore a checkpoint written by :meth:`save` (same role; any world size)."""
+        state = self._checkpoint_state()
+        dcp.load(state, checkpoint_id=path)
+        model = self._require_model()
+        set_model_state_dict(model, state["model"])
+        if self.optimizer is not None and self.scheduler is not None:
+            set_optimizer_state_dict(model, self.optimizer, state["optimizer"])
+            self.scheduler.load_state_dict(state["scheduler"])
+
+    def close(self) -> None:
+        """Drop the model; the process group stays (other engines in this process share it)."""
+        self.model = self.optimizer = self.scheduler = None

@@ -1,0 +1,169 @@
+"""``rlctl train``: from a validated recipe to a finished run directory.
+
+The run directory ``<output_dir>/<name>/`` holds the resolved config (``config.toml``),
+plugin versions and git revision (``run_info.json``) and ``metrics.jsonl``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rlctl.config.derived import Derived, derive
+from rlctl.config.recipe import Recipe
+
+
+def train_from_recipe(
+    loaded: Any,
+    *,
+    local: bool = False,
+    quiet: bool = False,
+    resume: str | bool | None = None,
+    force_resume: bool = False,
+) -> int:
+    """Run training; returns the process exit code (0 ok, 1 run failure).
+
+    ``resume``: ``True`` or ``"latest"`` resumes from the run's latest checkpoint, a path from
+    that checkpoint; ``force_resume`` accepts a config that differs in the math.
+    """
+    from rich.console import Console
+
+    err = Console(stderr=True, soft_wrap=True)  # error text must stay greppable: no wrapping
+    recipe: Recipe = getattr(loaded, "recipe", loaded)
+    if local and recipe.resources.mode != "local":
+        recipe = recipe.model_copy(update={"resources": recipe.resources.model_copy(update={"mode": "local"})})
+    derived: Derived = getattr(loaded, "derived", None) or derive(recipe)
+    if recipe.resources.mode == "local" and recipe.engines.train.ranks > 1:
+        # Local mode runs one rank per role in this process. Ranks are an engine setting, so
+        # the math (global batch, minibatches, normalisers) is unchanged.
+        engines = recipe.engines.model_copy(
+            update={"train": recipe.engines.train.model_copy(update={"ranks": 1})}
+        )
+        recipe = recipe.model_copy(update={"engines": engines})
+        derived = derive(recipe)
+    try:
+        run = Run(recipe, derived, quiet=quiet, resume=resume, force_resume=force_resume)
+        run.execute()
+    except KeyboardInterrupt:
+        err.print("[red]interrupted[/red]")
+        return 1
+    except Exception as exc:  # the run failed: say why in one place, no traceback wall
+        from rlctl.registry import NotImplementedYet
+
+        if isinstance(exc, NotImplementedYet):
+            err.print(f"[red]error:[/red] {exc}")
+        else:
+            err.print(f"[red]training failed:[/red] {type(exc).__name__}: {exc}")
+            if "--debug" in sys.argv or _env_flag("RLCTL_DEBUG"):
+                err.print_exception()
+        return 1
+    return 0
+
+
+class Run:
+    """One training run: its directory, its session and its step loop."""
+
+    def __init__(
+        self,
+        recipe: Recipe,
+        derived: Derived,
+        *,
+        quiet: bool,
+        resume: str | bool | None = None,
+        force_resume: bool = False,
+    ) -> None:
+        self.recipe = recipe
+        self.derived = derived
+        self.quiet = quiet
+        self.resume = resume
+        self.force_resume = force_resume
+        self.run_dir = Path(recipe.run.output_dir) / recipe.run.name
+
+    @property
+    def resume_path(self) -> str | None:
+        if self.resume in (None, False, True, "latest", ""):
+            return None
+        return str(self.resume)
+
+    def write_run_info(self) -> None:
+        import tomli_w
+
+        from rlctl.registry import get_registry
+
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        resolved = self.recipe.model_dump(mode="json", by_alias=True, exclude_none=True)
+        (self.run_dir / "config.toml").write_text(tomli_w.dumps(resolved))
+        registry = get_registry()
+        info = {
+            "rlctl_version": _version(),
+            "git_revision": _git_revision(),
+            "plugins": [{"name": p.name, "distribution": p.distribution, "version": p.version} for p in registry.plugins],
+            "derived": self.derived.as_dict(),
+            "started": time.time(),
+        }
+        (self.run_dir / "run_info.json").write_text(json.dumps(info, indent=2))
+        metrics = self.run_dir / "metrics.jsonl"
+        if metrics.exists() and not self.resume:
+            metrics.unlink()  # a fresh run starts a fresh metrics file; a resume appends
+
+    def execute(self) -> None:
+        from rlctl.registry import get_registry
+        from rlctl.sinks.logger import MetricLogger
+        from rlctl.trainer.controller.checkpointing import RunCheckpoints
+        from rlctl.trainer.controller.progress import StepProgress
+        from rlctl.trainer.controller.session import Session
+
+        self.write_run_info()
+        hooks = get_registry().pm.hook
+        schedule = self.recipe.schedule
+        checkpoints = RunCheckpoints(self.recipe, self.run_dir)
+        status = "failed"
+        with Session(self.recipe, self.derived, run_id=self.recipe.run.name, run_dir=self.run_dir) as session:
+            trainer = session.trainer
+            start = 1
+            if self.resume:
+                start = checkpoints.restore(session, self.resume_path, force=self.force_resume) + 1
+            logger = MetricLogger.from_recipe(self.recipe, self.run_dir, quiet=self.quiet)
+            hooks.on_train_start(recipe=self.recipe, run_dir=str(self.run_dir))
+            try:
+                with StepProgress(schedule.total_steps, enabled=self.recipe.logging.progress and not self.quiet) as progress:
+                    progress.advance(start - 1, {})
+                    for step in range(start, schedule.total_steps + 1):
+                        metrics = trainer.step(step)
+                        last = step == schedule.total_steps
+                        if schedule.eval_every and (step % schedule.eval_every == 0 or last):
+                            metrics.update(trainer.validate(step))
+                        logger.log(step, metrics)
+                        hooks.on_step_end(step=step, metrics=metrics)
+                        if schedule.save_every and (step % schedule.save_every == 0 or last):
+                            checkpoints.save(session, step)
+                        progress.advance(step, metrics)
+                checkpoints.export_hf(session)
+                status = "completed"
+            finally:
+                logger.close()
+                hooks.on_train_end(recipe=self.recipe, run_dir=str(self.run_dir), status=status)
+
+
+def _version() -> str:
+    from rlctl import __version__
+
+    return __version__
+
+
+def _git_revision() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None
+
+
+def _env_flag(name: str) -> bool:
+    import os
+
+    return os.environ.get(name, "").lower() in ("1", "true", "yes")

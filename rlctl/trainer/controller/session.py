@@ -1,0 +1,143 @@
+"""Building and tearing down everything a run needs: Ray, the data plane, worker groups.
+
+``ray`` mode: worker groups are Ray actors (Ray started on loopback when no address is
+given). ``local`` mode: every role is an object in the controller's process — the same
+worker classes and the same controller code path, so a breakpoint in a loss works.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import ExitStack
+from typing import Any
+
+from rlctl.config.derived import Derived
+from rlctl.config.recipe import Recipe
+from rlctl.trainer.controller.worker_group import LocalWorkerGroup, RayWorkerGroup, TrafficMeter, WorkerGroup
+
+
+def training_roles(recipe: Recipe) -> tuple[str, ...]:
+    roles = ["actor"]
+    if recipe.algorithm.kl.apply_in != "none":
+        roles.append("ref")  # the reference is the frozen initial policy
+    if recipe.critic.enabled:
+        roles.append("critic")
+    return tuple(roles)
+
+
+class Session:
+    """Owns the run's processes; use as a context manager so everything is always closed."""
+
+    def __init__(self, recipe: Recipe, derived: Derived, *, run_id: str, run_dir: Any = None) -> None:
+        self.run_dir = run_dir
+        self.recipe = recipe
+        self.derived = derived
+        self.run_id = run_id
+        self.stack = ExitStack()
+        self.meter = TrafficMeter()
+
+    def __enter__(self) -> Session:
+        try:
+            self._start()
+        except BaseException:
+            self.stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stack.close()
+
+    def _start(self) -> None:
+        from rlctl.dataplane import open_data_plane
+        from rlctl.dataplane.replay_buffer import ReplayBuffer
+        from rlctl.models.loading import load_tokenizer
+        from rlctl.registry import get_registry
+        from rlctl.trainer.controller.trainer import Trainer
+        from rlctl.trainer.controller.prompts import PromptFeeder
+        from rlctl.trainer.controller.runtime import apply_loopback_env, free_port, start_ray, stop_ray
+
+        recipe = self.recipe
+        apply_loopback_env()
+        local = recipe.resources.mode == "local"
+        registry = get_registry()
+        plane_reg = registry.get("data_plane", recipe.data_plane.backend)
+        needs_ray = not local or bool(plane_reg.metadata.get("multi_process", False))
+        if needs_ray and start_ray(address=recipe.resources.address, num_cpus=recipe.resources.num_cpus):
+            self.stack.callback(stop_ray)
+
+        self.plane = open_data_plane(recipe.data_plane.backend, dict(recipe.data_plane.options), run_id=self.run_id)
+        self.stack.callback(self.plane.close)
+        cpus = os.cpu_count() or 1
+        if local:
+            import torch
+
+            torch.set_num_threads(cpus)
+            self.rollout: WorkerGroup = self._local_group("rollout", self._rollout_worker(0, None))
+            self.train: WorkerGroup = self._local_group("train", self._training_worker(0, 1, free_port(), None))
+        else:
+            from rlctl.trainer.worker.rollout_worker import RolloutWorker
+            from rlctl.trainer.worker.training_worker import TrainingWorker
+
+            ranks = recipe.engines.train.ranks
+            # One thread per training rank: ranks run in parallel on a small box; rollout runs
+            # while training ranks idle, so it may use every core.
+            train_threads = max(cpus // ranks, 1)
+            port = free_port()
+            self.train = RayWorkerGroup(
+                "train",
+                TrainingWorker,
+                [
+                    dict(recipe=recipe, plane=self.plane, roles=training_roles(recipe), rank=r,
+                         world_size=ranks, master_port=port, threads=train_threads)
+                    for r in range(ranks)
+                ],
+                self.meter,
+            )
+            self.stack.callback(self.train.shutdown)
+            workers = recipe.engines.rollout.agent_workers
+            self.rollout = RayWorkerGroup(
+                "rollout",
+                RolloutWorker,
+                [dict(recipe=recipe, plane=self.plane, rank=r, threads=max(cpus // workers, 1)) for r in range(workers)],
+                self.meter,
+            )
+            self.stack.callback(self.rollout.shutdown)
+
+        tokenizer = load_tokenizer(recipe.model)
+        feeder = PromptFeeder(recipe, tokenizer, self.plane, split="train")
+        val_feeder = None
+        if recipe.schedule.eval_every and (recipe.data.val is not None or recipe.data.task is not None):
+            val_feeder = PromptFeeder(recipe, tokenizer, self.plane, split="val")
+        self.replay = ReplayBuffer(self.plane)
+        self.trainer = Trainer(
+            recipe,
+            self.derived,
+            plane=self.plane,
+            rollout=self.rollout,
+            train=self.train,
+            feeder=feeder,
+            val_feeder=val_feeder,
+            replay_buffer=self.replay,
+            meter=self.meter,
+            use_object_refs=not local,
+            run_dir=self.run_dir,
+        )
+        # Version 0: the rollout engines start from exactly the actor's initial weights.
+        self.trainer.sync_weights(version=0)
+
+    def _local_group(self, name: str, worker: Any) -> WorkerGroup:
+        worker.ready()
+        group = LocalWorkerGroup(name, [worker], self.meter)
+        self.stack.callback(group.shutdown)
+        return group
+
+    def _rollout_worker(self, rank: int, threads: int | None) -> Any:
+        from rlctl.trainer.worker.rollout_worker import RolloutWorker
+
+        return RolloutWorker(self.recipe, self.plane, rank=rank, threads=threads)
+
+    def _training_worker(self, rank: int, world: int, port: int, threads: int | None) -> Any:
+        from rlctl.trainer.worker.training_worker import TrainingWorker
+
+        return TrainingWorker(self.recipe, self.plane, training_roles(self.recipe), rank=rank,
+                              world_size=world, master_port=port, threads=threads)

@@ -1,0 +1,267 @@
+"""The single controller of the sync trainer.
+
+It holds only :class:`KVBatchMeta` and scalar metrics. One step reads top to bottom like the
+algorithm (DESIGN.md section 2); each phase is one call on a worker group, which fetches the
+fields it needs from the data plane, computes, and puts its outputs back.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from typing import Any
+
+from rlctl.config.derived import Derived
+from rlctl.config.recipe import Recipe
+from rlctl.engines.rollout.contract import SamplingParams
+from rlctl.protocol.kv import KVBatchMeta
+from rlctl.trainer import metric_reduce as mr
+from rlctl.trainer.controller.balance import balanced_equal_partition, group_partition
+from rlctl.trainer.controller.prompts import PromptFeeder
+from rlctl.trainer.controller.worker_group import TrafficMeter, WorkerGroup
+
+TRAIN, VAL = "train", "val"
+EXTREME_METRICS = (
+    "critic/score",
+    "critic/rewards",
+    "critic/advantages",
+    "critic/returns",
+    "response_length",
+    "prompt_length",
+)
+
+
+class StepError(RuntimeError):
+    """A training step could not complete (failed rollouts, stale weights, ...)."""
+
+
+class Trainer:
+    """Runs training steps by dispatching metadata to worker groups."""
+
+    def __init__(
+        self,
+        recipe: Recipe,
+        derived: Derived,
+        *,
+        plane: Any,
+        rollout: WorkerGroup,
+        train: WorkerGroup,
+        feeder: PromptFeeder,
+        val_feeder: PromptFeeder | None,
+        replay_buffer: Any,
+        meter: TrafficMeter,
+        use_object_refs: bool,
+        run_dir: Any = None,
+    ) -> None:
+        from rlctl.algorithms.kl import AdaptiveKLController, FixedKLController
+
+        self.recipe = recipe
+        self.derived = derived
+        self.plane = plane
+        self.rollout = rollout
+        self.train = train
+        self.feeder = feeder
+        self.val_feeder = val_feeder
+        self.replay = replay_buffer
+        self.meter = meter
+        self.use_object_refs = use_object_refs
+        self.run_dir = run_dir
+        alg = recipe.algorithm
+        self.uses_ref = alg.kl.apply_in != "none"
+        self.uses_critic = recipe.critic.enabled
+        kl = alg.kl
+        self.kl_ctl = (
+            AdaptiveKLController(kl.coef, kl.target, kl.horizon) if kl.controller == "adaptive" else FixedKLController(kl.coef)
+        )
+        self.policy_version = 0
+        self.timings: dict[str, float] = {}
+        # Model-parallel peers (same DP rank) get the same shard; asked before any step so
+        # the per-step controller-traffic metric does not depend on when a run started.
+        self.dp_ranks = self.read_layout()
+
+    # ================================================================== one step
+    def step(self, step: int) -> dict[str, float]:
+        """One sync training step; returns its scalar metrics."""
+        self.meter.reset()
+        self.timings = {}
+        partials: list[dict[str, mr.Partial]] = []
+        started = time.perf_counter()
+
+        with self.timer("gen"):
+            batch = self.generate(TRAIN, step, self.sampling(validate=False), self.recipe.algorithm.group_size)
+        self.check_weight_version(batch)
+        shards, pad_to = self.balance(batch)
+
+        with self.timer("old_log_prob"):
+            partials += self.train.call("compute_log_prob", self.per_rank(shards), role="actor",
+                                        field="old_log_probs", pad_to=pad_to, temperature=self.temperature)
+        if self.uses_ref:
+            with self.timer("ref"):
+                partials += self.train.call("compute_log_prob", self.per_rank(shards), role="ref",
+                                            field="ref_log_probs", pad_to=pad_to, temperature=self.temperature)
+        if self.uses_critic:
+            with self.timer("values"):
+                self.train.call("compute_values", self.per_rank(shards), pad_to=pad_to)
+        with self.timer("adv"):
+            partials += self.train.call("compute_advantage", self.per_rank(self.group_shards(batch)),
+                                        kl_coef=self.kl_ctl.value)
+        if self.uses_critic:
+            with self.timer("update_critic"):
+                partials += self.train.call("update_critic", self.per_rank(shards), pad_to=pad_to, step=step)
+        if step > self.recipe.critic.warmup_steps or not self.uses_critic:
+            with self.timer("update_actor"):
+                partials += self.train.call("update_actor", self.per_rank(shards), pad_to=pad_to,
+                                            kl_coef=self.kl_ctl.value, step=step)
+        with self.timer("update_weights"):
+            self.sync_weights(version=step)
+
+        merged = mr.merge(partials)
+        self.update_kl_controller(merged)
+        self.dump_rollouts(batch, step)
+        self.cleanup(batch)
+        return self.step_metrics(merged, batch, time.perf_counter() - started)
+
+    # ================================================================== phases
+    def generate(self, partition: str, step: int, sampling: SamplingParams, n: int) -> KVBatchMeta:
+        """Prompts -> rollout -> replay-buffer sample: the step's samples, all terminal."""
+        feeder = self.feeder if partition == TRAIN else self.val_feeder
+        count = self.recipe.algorithm.prompts_per_step if partition == TRAIN else self.recipe.data.val_size
+        prompts = feeder.next_batch(count, partition=partition, global_step=step, n=n)
+        self.replay.add(partition, [(uid, n, step) for uid in prompts.keys])
+        chunks = prompts.chunk(self.rollout.world_size)
+        pending = self.rollout.submit(
+            "generate",
+            [dict(prompts=c, partition=partition, global_step=step, sampling=sampling, group_size=n) for c in chunks],
+        )
+        try:
+            batch = self.wait_for_samples(partition, step, pending)
+            counts = self.rollout.wait(pending, timeout=self.recipe.schedule.sample_timeout_s)
+        finally:
+            self.plane.kv_clear(list(prompts.keys), prompts.partition_id)
+        self.rollout_counts = mr.merge([{k: mr.scalar_partial(v) for k, v in c.items()} for c in counts])
+        return batch
+
+    def wait_for_samples(self, partition: str, step: int, pending: Any) -> KVBatchMeta:
+        """The replay buffer's answer for ``step``; fails at once if a rollout worker failed.
+
+        Readiness is pushed by the data plane, so ``sample`` returns within milliseconds of the
+        last put; waiting in slices lets a crashed worker surface now, not after the timeout.
+        """
+        from rlctl.dataplane import SampleTimeout
+
+        deadline = time.monotonic() + self.recipe.schedule.sample_timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                return self.replay.sample(partition, step, timeout=max(min(remaining, 1.0), 0.0))
+            except SampleTimeout:
+                self.rollout.raise_if_failed(pending)
+                if time.monotonic() >= deadline:
+                    raise
+
+    def balance(self, batch: KVBatchMeta) -> tuple[list[KVBatchMeta], int]:
+        """Sequence-length balancing across data-parallel groups, from ``seq_len`` tags only.
+
+        Returns one shard per training rank: model-parallel peers (same ``dp_rank``) get the
+        same shard.
+        """
+        dp_ranks = self.dp_ranks
+        parts = balanced_equal_partition([int(t["seq_len"]) for t in batch.tags], max(dp_ranks) + 1)
+        shards = [batch.select(parts[r]) for r in dp_ranks]
+        return shards, max(len(p) for p in parts)
+
+    def read_layout(self) -> list[int]:
+        """The data-parallel rank of every training rank (asked once, at start-up)."""
+        layout = self.train.call("layout")
+        sizes = {size for _, size, _ in layout}
+        ranks = [r for r, _, _ in layout]
+        if len(sizes) != 1 or sorted(set(ranks)) != list(range(sizes.pop())):
+            raise StepError(f"training ranks report an inconsistent data-parallel layout {layout}")
+        return ranks
+
+    def group_shards(self, batch: KVBatchMeta) -> list[KVBatchMeta]:
+        """Group-aware split: every sample of a uid on one rank (group-relative estimators)."""
+        parts = group_partition([t["uid"] for t in batch.tags], self.train.world_size)
+        return [batch.select(p) for p in parts]
+
+    def sync_weights(self, version: int) -> None:
+        """Actor -> rollout engines, stamped with ``version``.
+
+        Every training rank joins the full-weight gather; rank 0 returns them (in Ray mode as
+        an object-store reference, so weights never pass through the controller).
+        """
+        exported = self.train.call("export_weights", as_object_ref=self.use_object_refs)
+        versions = self.rollout.call("update_weights", weights=exported[0], version=version)
+        if any(v != version for v in versions):
+            raise StepError(f"rollout engines report weight versions {versions}, expected {version}")
+        self.policy_version = version
+
+    def check_weight_version(self, batch: KVBatchMeta) -> None:
+        stale = {t.get("weight_version") for t in batch.tags} - {self.policy_version}
+        if stale:
+            raise StepError(
+                f"rollouts were generated by weight version(s) {sorted(map(str, stale))}, "
+                f"expected {self.policy_version}: the weight sync did not reach every rollout engine"
+            )
+
+    def update_kl_controller(self, merged: dict[str, mr.Partial]) -> None:
+        if "actor/kl" in merged and merged["actor/kl"][1] > 0:
+            s, c, _, _ = merged["actor/kl"]
+            self.kl_ctl.update(s / c, self.derived.samples_per_step)
+
+    def dump_rollouts(self, batch: KVBatchMeta, step: int) -> None:
+        """Decoded samples of this step to ``rollouts/step_N.jsonl`` (written by a worker)."""
+        count = min(self.recipe.logging.rollout_dump_samples, len(batch))
+        if count == 0 or self.run_dir is None:
+            return
+        path = f"{self.run_dir}/rollouts/step_{step}.jsonl"
+        self.rollout.call_rank(0, "dump_samples", meta=batch.select(list(range(count))), path=path)
+
+    def cleanup(self, batch: KVBatchMeta) -> None:
+        self.plane.kv_clear(list(batch.keys), batch.partition_id)
+        self.replay.remove(batch.partition_id, list(batch.keys))
+
+    # ================================================================== validation
+    def validate(self, step: int) -> dict[str, float]:
+        """The val partition through the same rollout and reward path, without updates."""
+        sampling = self.sampling(validate=True)
+        batch = self.generate(VAL, step, sampling, self.recipe.rollout.val_group_size)
+        partials = self.train.call("score_partials", self.per_rank(self.group_shards(batch)))
+        self.cleanup(batch)
+        out = mr.finalize(mr.merge(partials), with_extremes=("critic/score", "response_length"))
+        return {f"val/{k.removeprefix('critic/')}": v for k, v in out.items()}
+
+    # ================================================================== helpers
+    @property
+    def temperature(self) -> float:
+        return self.recipe.rollout.temperature or 1.0
+
+    def sampling(self, *, validate: bool) -> SamplingParams:
+        return SamplingParams.from_recipe(self.recipe, validation=validate)
+
+    @staticmethod
+    def per_rank(shards: list[KVBatchMeta]) -> list[dict[str, Any]]:
+        return [{"meta": s} for s in shards]
+
+    @contextmanager
+    def timer(self, name: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - t0
+
+    def step_metrics(self, merged: dict[str, mr.Partial], batch: KVBatchMeta, step_s: float) -> dict[str, float]:
+        metrics = mr.finalize(merged, with_extremes=EXTREME_METRICS)
+        samples = max(len(batch), 1)
+        tokens = sum(int(t["seq_len"]) for t in batch.tags)
+        metrics.update({f"timing_s/{k}": v for k, v in self.timings.items()})
+        metrics["timing_s/step"] = step_s
+        metrics["perf/throughput"] = tokens / step_s / max(self.train.world_size, 1)
+        metrics["perf/total_num_tokens"] = float(tokens)
+        metrics["perf/controller_bytes"] = float(self.meter.total)
+        metrics["perf/controller_bytes_per_sample"] = self.meter.total / samples
+        metrics["rollout/failures"] = self.rollout_counts.get("failures", (0, 1, 0, 0))[0]
+        metrics["actor/kl_coef"] = float(self.kl_ctl.value)
+        metrics["training/policy_version"] = float(self.policy_version)
+        return metrics

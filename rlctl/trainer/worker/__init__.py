@@ -1,0 +1,1 @@
+"""Worker-side trainer code: runs inside training / rollout worker processes (Ray actors or --local)."""

@@ -1,0 +1,106 @@
+"""The advantage phase, run inside training workers on whole groups (group-aware dispatch).
+
+Reads only the fields the registered estimator declared, turns per-sample scores into
+token-level rewards (optionally minus the KL penalty), runs the estimator, and writes
+``advantages`` / ``returns`` back as jagged fields. Returns scalar partials only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlctl.config.recipe import Recipe
+from rlctl.protocol.kv import KVBatchMeta
+from rlctl.trainer import metric_reduce as mr
+from rlctl.trainer.worker.fields import mask_from_lengths, to_jagged, to_padded
+from rlctl.trainer.worker.reward_sections import effective_rewards
+
+# estimator `requires` name -> data-plane field holding it
+REQUIRED_FIELDS = {
+    "values": "values",
+    "old_log_probs": "old_log_probs",
+    "ref_log_probs": "ref_log_probs",
+    "reward_baselines": "reward_baselines",
+    "sum_pi_squared": "sum_pi_squared",
+}
+
+
+def run_advantage_phase(plane: Any, meta: KVBatchMeta, recipe: Recipe, registry: Any, *, kl_coef: float) -> dict[str, mr.Partial]:
+    import torch
+
+    if len(meta) == 0:
+        return {}
+    alg = recipe.algorithm
+    reg = registry.get("advantage_estimator", alg.estimator)
+    estimator = reg.load()
+    requires = set(reg.metadata.get("requires", ()))
+    kl_in_reward = alg.kl.apply_in == "reward"
+    wanted = ["score"]
+    wanted += [REQUIRED_FIELDS[r] for r in sorted(requires) if r in REQUIRED_FIELDS]
+    if kl_in_reward:
+        wanted += ["old_log_probs", "ref_log_probs"]
+    rewards = effective_rewards(recipe, registry)
+    reward_names = [f"reward/{r.name}" for r in rewards]
+    wanted += reward_names
+    wanted = list(dict.fromkeys(wanted))
+    keys = list(meta.keys)
+    td = plane.kv_batch_get(keys, meta.partition_id, wanted)
+    lengths = [int(x) for x in meta.tag_values("response_len")]
+    width = max(lengths)
+    mask = mask_from_lengths(lengths, width)  # [B, R]
+    scores = td["score"].float().reshape(-1)  # [B]
+    # The sequence score sits on the last response token (verl's token_level_scores).
+    token_scores = torch.zeros_like(mask)
+    last = torch.as_tensor(lengths).clamp(min=1) - 1
+    token_scores[torch.arange(len(keys)), last] = scores
+    token_rewards = token_scores
+    partials: dict[str, mr.Partial] = {}
+    if kl_in_reward:
+        from rlctl.algorithms.kl import apply_kl_penalty_to_rewards
+
+        old = to_padded(td["old_log_probs"], lengths)
+        ref = to_padded(td["ref_log_probs"], lengths)
+        token_rewards, kl_metrics = apply_kl_penalty_to_rewards(
+            token_scores, old, ref, mask, kl_coef, alg.kl.estimator
+        )
+        for name, value in kl_metrics.items():
+            partials[f"critic/{name}"] = mr.scalar_partial(float(value), len(keys))
+    extra: dict[str, Any] = {}
+    for req in requires:
+        field = REQUIRED_FIELDS.get(req)
+        if field is not None:
+            extra[req] = to_padded(td[field], lengths)
+    estimator_options = dict(alg.estimator_options)
+    if reg.options is not None:
+        estimator_options = reg.options(**estimator_options).model_dump()
+    advantages, returns = estimator(
+        token_level_rewards=token_rewards,
+        response_mask=mask,
+        index=meta.tag_values("uid"),
+        gamma=alg.gamma,
+        lam=alg.lam,
+        norm_adv_by_std_in_grpo=alg.norm_adv_by_std,
+        epsilon=1e-6,
+        reward_components={r.name: td[f"reward/{r.name}"].float().reshape(-1) for r in rewards},
+        **extra,
+        **estimator_options,
+    )
+    out = {"advantages": to_jagged(advantages.float(), lengths), "returns": to_jagged(returns.float(), lengths)}
+    if kl_in_reward:
+        out["token_level_rewards"] = to_jagged(token_rewards, lengths)
+    from tensordict import TensorDict
+
+    plane.kv_batch_put(keys, meta.partition_id, TensorDict(out, batch_size=[len(keys)]))
+
+    valid = mask.bool()
+    partials["critic/score"] = mr.partial_of(scores.tolist())
+    partials["critic/rewards"] = mr.partial_of((token_rewards * mask).sum(-1).tolist())
+    partials["critic/advantages"] = mr.partial_of(advantages[valid].tolist())
+    partials["critic/returns"] = mr.partial_of(returns[valid].tolist())
+    partials["response_length"] = mr.partial_of(lengths)
+    partials["prompt_length"] = mr.partial_of(meta.tag_values("prompt_len"))
+    finish = meta.tag_values("finish_reason")
+    partials["response_length/clip_ratio"] = mr.partial_of([1.0 if f == "length" else 0.0 for f in finish])
+    for name in reward_names:  # each reward logged on its own, e.g. reward/digits_match
+        partials[name] = mr.partial_of(td[name].float().reshape(-1).tolist())
+    return partials

@@ -1,0 +1,278 @@
+"""The AgentLoop worker: reads prompts, runs ``n`` sessions each, writes outputs to the data plane.
+
+It never returns tensors to the controller: outputs go straight into the data plane under
+``{uid}_{session_id}_{index}`` with tags (``global_step``, ``status``, ``seq_len``, ``uid``),
+and the ReplayBuffer tells the controller when a step is complete. A session that raises
+becomes a ``failure`` tag carrying the error, so the step reports it instead of hanging.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from rlctl.config.recipe import Recipe
+from rlctl.protocol.kv import KVBatchMeta, make_key
+from rlctl.trainer.worker.agent_loop import AgentOutput, PromptRecord, SamplingParams
+from rlctl.trainer.worker.fields import from_rows, non_tensor_column, rows
+
+
+class RolloutWorker:
+    """One AgentLoop worker with its rollout engine, reward functions and agent loop."""
+
+    def __init__(self, recipe: Recipe, plane: Any, rank: int = 0, threads: int | None = None) -> None:
+        self.recipe = recipe
+        self.plane = plane
+        self.rank = rank
+        self.threads = threads
+        self.engine: Any = None
+
+    def ready(self) -> bool:
+        import torch
+
+        from rlctl.engines.rollout.contract import RolloutEngineSpec
+        from rlctl.models.loading import load_tokenizer
+        from rlctl.registry import get_registry
+        from rlctl.rewards.reward_set import RewardSet
+        from rlctl.trainer.worker.device import pick_device
+        from rlctl.trainer.worker.reward_sections import effective_rewards
+
+        if self.threads:
+            torch.set_num_threads(self.threads)
+        registry = get_registry()
+        self.tokenizer = load_tokenizer(self.recipe.model)
+        engine_cls = registry.load("rollout_engine", self.recipe.engines.rollout.backend)
+        self.engine = engine_cls(
+            RolloutEngineSpec(recipe=self.recipe, device=pick_device(self.recipe), seed=self.recipe.run.seed + 1000 * self.rank)
+        )
+        self.engine.load()
+        sync_name = self.recipe.engines.rollout.weight_sync or registry.get(
+            "rollout_engine", self.recipe.engines.rollout.backend
+        ).metadata.get("weight_sync", "in_process")
+        sync_reg = registry.get("weight_sync", sync_name)
+        sync_options = sync_reg.options() if sync_reg.options is not None else None
+        # The controller moves the exported weights here (object store in Ray mode); the
+        # registered weight-sync method applies them to the engine.
+        self.weight_sync = sync_reg.load()(sync_options)
+        loop_cls = registry.load("agent_loop", self.recipe.rollout.agent_loop)
+        self.agent_loop = loop_cls()
+        self.rewards = RewardSet.from_sections(effective_rewards(self.recipe, registry), registry)
+        eos = self.tokenizer.eos_token_id
+        self.eos_ids = [eos] if isinstance(eos, int) else list(eos or [])
+        return True
+
+    # ------------------------------------------------------------------ rollout
+    def generate(
+        self,
+        prompts: KVBatchMeta,
+        partition: str,
+        global_step: int,
+        sampling: SamplingParams,
+        group_size: int,
+    ) -> dict[str, float]:
+        """Run every session of ``prompts`` and put the outputs into ``partition``.
+
+        Returns only counts: the outputs are in the data plane.
+        """
+        td = self.plane.kv_batch_get(
+            list(prompts.keys), prompts.partition_id, ["prompt_ids", "ground_truth", "data_source"]
+        )
+        truths = non_tensor_column(td, "ground_truth")
+        sources = non_tensor_column(td, "data_source")
+        records = [
+            PromptRecord(uid=key, prompt_ids=ids.tolist(), ground_truth=json.loads(truth), data_source=str(source))
+            for key, ids, truth, source in zip(prompts.keys, rows(td["prompt_ids"]), truths, sources, strict=True)
+        ]
+        n_per_prompt = [int(tags.get("n", group_size)) for tags in prompts.tags]
+        # The actor itself stays synchronous (Ray would otherwise run it as an async actor);
+        # one event loop per call drives the sessions concurrently so the engine batches them.
+        step = _StepRollout(self, partition, global_step, sampling)
+        return asyncio.run(step.run_all(records, n_per_prompt))
+
+    # ------------------------------------------------------------------ inspection
+    def dump_samples(self, meta: KVBatchMeta, path: str) -> int:
+        """Write decoded samples of ``meta`` (prompt, response, reward, advantage) as JSON lines."""
+        from pathlib import Path
+
+        td = self.plane.kv_batch_get(list(meta.keys), meta.partition_id,
+                                     ["prompt_ids", "response_ids", "score", "advantages"])
+        prompt_rows, response_rows, adv_rows = rows(td["prompt_ids"]), rows(td["response_ids"]), rows(td["advantages"])
+        out_rows = []
+        for i, (key, tags) in enumerate(zip(meta.keys, meta.tags, strict=True)):
+            adv = adv_rows[i]
+            out_rows.append({
+                "key": key,
+                "step": tags.get("global_step"),
+                "prompt": self.tokenizer.decode(prompt_rows[i].tolist(), skip_special_tokens=False),
+                "response": self.tokenizer.decode(response_rows[i].tolist(), skip_special_tokens=False),
+                "reward": float(td["score"][i]),
+                "advantage": float(adv.float().mean()) if adv.numel() else 0.0,
+                "response_len": tags.get("response_len"),
+            })
+        out = Path(path)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text("".join(json.dumps(r) + "\n" for r in out_rows))
+        return len(out_rows)
+
+    # ------------------------------------------------------------------ weights
+    def update_weights(self, weights: Any, version: int) -> int:
+        """Load new policy weights (a state dict, or ``[ObjectRef]`` in Ray mode)."""
+        if isinstance(weights, list):  # a Ray object ref wrapped so Ray does not resolve it early
+            import ray
+
+            weights = ray.get(weights[0])
+        self.weight_sync(weights, self.engine, version)
+        return self.engine.weight_version
+
+    def state_dict(self) -> dict[str, Any]:
+        """Sampler state: restoring it makes a resumed run draw the same samples."""
+        return self.engine.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.engine.load_state_dict(state)
+
+    def weight_version(self) -> int:
+        return self.engine.weight_version
+
+    def close(self) -> None:
+        close = getattr(self.engine, "close", None)
+        if close is not None:
+            close()
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+@dataclass
+class _Scored:
+    """One output with its reward, waiting to be written."""
+
+    key: str
+    uid: str
+    out: AgentOutput
+    score: float
+    parts: dict[str, float]
+
+
+class _StepRollout:
+    """The sessions of one ``generate`` call, run concurrently on one event loop."""
+
+    def __init__(self, worker: RolloutWorker, partition: str, global_step: int, sampling: SamplingParams) -> None:
+        self.worker = worker
+        self.partition = partition
+        self.global_step = global_step
+        self.sampling = sampling
+        self._buffer: list[_Scored] = []
+        self._flushing: asyncio.Future | None = None
+
+    async def run_all(self, records: list[PromptRecord], n_per_prompt: list[int]) -> dict[str, float]:
+        results = await asyncio.gather(
+            *(
+                self._run_prompt(rec, n)
+                for rec, n in zip(records, n_per_prompt, strict=True)
+            )
+        )
+        return {"outputs": float(sum(r[0] for r in results)), "failures": float(sum(r[1] for r in results))}
+
+    async def _run_prompt(self, rec: PromptRecord, n: int) -> tuple[int, int]:
+        sessions = await asyncio.gather(
+            *(self.worker.agent_loop.run(rec, s, self.sampling, self._generate) for s in range(n)),
+            return_exceptions=True,
+        )
+        outputs: list[_Scored] = []
+        failures: list[tuple[str, str]] = []
+        for session_id, result in enumerate(sessions):
+            if isinstance(result, BaseException):
+                err = "".join(traceback.format_exception_only(type(result), result)).strip()
+                failures.append((make_key(rec.uid, session_id, 0), err))
+                continue
+            for index, out in enumerate(result):
+                outputs.append(self._score(make_key(rec.uid, session_id, index), rec, out))
+        if outputs:
+            await self._write(outputs)
+        if failures:
+            tags = [
+                {"uid": rec.uid, "global_step": self.global_step, "status": "failure", "error": err, "seq_len": 0}
+                for _, err in failures
+            ]
+            await self.worker.plane.async_kv_batch_put([k for k, _ in failures], self.partition, None, tags)
+        return len(outputs), len(failures)
+
+    def _score(self, key: str, rec: PromptRecord, out: AgentOutput) -> _Scored:
+        from rlctl.rewards.base import RewardInput
+
+        sample = RewardInput.from_tokens(
+            self.worker.tokenizer,
+            prompt_ids=out.prompt_ids,
+            response_ids=out.response_ids,
+            ground_truth=rec.ground_truth,
+            data_source=rec.data_source,
+            eos_token_ids=self.worker.eos_ids,
+            extra=out.extra,
+        )
+        try:
+            result = self.worker.rewards(sample)  # {"score", "<name>", "<name>/<component>"}
+        except Exception as exc:
+            raise RuntimeError(f"scoring sample {key} (data source {rec.data_source!r}) failed: {exc}") from exc
+        parts = {f"reward/{k}": float(v) for k, v in result.items() if k != "score"}
+        return _Scored(key, rec.uid, out, float(result["score"]), parts)
+
+    async def _write(self, items: list[_Scored]) -> None:
+        """Queue outputs for the data plane; outputs finishing together share one put.
+
+        Sessions that an engine generated in one batch complete within a few event-loop
+        ticks of each other; coalescing their puts turns hundreds of small puts into one.
+        """
+        self._buffer.extend(items)
+        if self._flushing is None:
+            loop = asyncio.get_running_loop()
+            self._flushing = loop.create_future()
+            flushed = self._flushing
+            loop.call_later(0.002, lambda: loop.create_task(self._flush(flushed)))
+        await asyncio.shield(self._flushing)
+
+    async def _flush(self, done: asyncio.Future) -> None:
+        items, self._buffer, self._flushing = self._buffer, [], None
+        try:
+            await self._put(items)
+        except BaseException as exc:
+            done.set_exception(exc)
+            return
+        done.set_result(None)
+
+    async def _put(self, items: list[_Scored]) -> None:
+        import torch
+        from tensordict import TensorDict
+
+        fields: dict[str, Any] = {
+            # jagged [B, (P_i)] / [B, (R_i)]: stored without padding
+            "prompt_ids": from_rows([it.out.prompt_ids for it in items], torch.long),
+            "response_ids": from_rows([it.out.response_ids for it in items], torch.long),
+            "rollout_log_probs": from_rows([it.out.rollout_log_probs for it in items], torch.float32),
+            "score": torch.tensor([it.score for it in items], dtype=torch.float32),  # [B]
+        }
+        for name in sorted({k for it in items for k in it.parts}):
+            fields[name] = torch.tensor([it.parts.get(name, 0.0) for it in items], dtype=torch.float32)
+        td = TensorDict(fields, batch_size=[len(items)])
+        tags = [
+            {
+                "uid": it.uid,
+                "global_step": self.global_step,
+                "status": "success",
+                "prompt_len": len(it.out.prompt_ids),
+                "response_len": len(it.out.response_ids),
+                "seq_len": len(it.out.prompt_ids) + len(it.out.response_ids),
+                "weight_version": it.out.weight_version,
+                "finish_reason": it.out.finish_reason,
+            }
+            for it in items
+        ]
+        await self.worker.plane.async_kv_batch_put([it.key for it in items], self.partition, td, tags)
+
+    async def _generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Any:
+        return await self.worker.engine.generate(prompt_ids, sampling)
+

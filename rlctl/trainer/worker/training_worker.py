@@ -1,0 +1,270 @@
+"""A training rank: hosts the actor, reference and/or critic engines of one process.
+
+Every method receives a :class:`KVBatchMeta` (its shard of the step), fetches from the data
+plane only the fields it needs, runs the engine, writes its outputs back and returns scalar
+metric partials. Shards are padded to ``pad_to`` rows (copies with a zero mask) so every
+FSDP rank runs the same number of micro-batches: collectives must line up.
+
+Model parallelism (Megatron TP / PP): the ranks of one data-parallel group get the same shard
+(the controller splits by :meth:`TrainingWorker.layout`'s ``dp_rank``) and only the one whose
+engine ``writes_outputs`` puts results and returns metric partials; engines without these
+attributes are pure data parallel (every rank is its own DP group and writes).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from rlctl.config.recipe import Recipe
+from rlctl.protocol.kv import KVBatchMeta
+from rlctl.trainer import metric_reduce as mr
+from rlctl.trainer.worker.fields import mask_from_lengths, rows, to_jagged, to_padded
+
+
+class TrainingWorker:
+    """One rank of the training engines (``roles`` ⊆ {actor, ref, critic})."""
+
+    def __init__(
+        self,
+        recipe: Recipe,
+        plane: Any,
+        roles: tuple[str, ...],
+        rank: int = 0,
+        world_size: int = 1,
+        master_port: int = 0,
+        threads: int | None = None,
+    ) -> None:
+        self.recipe = recipe
+        self.plane = plane
+        self.roles = roles
+        self.rank = rank
+        self.world_size = world_size
+        self.master_port = master_port
+        self.threads = threads
+        self.engines: dict[str, Any] = {}
+
+    def ready(self) -> bool:
+        import torch
+
+        from rlctl.engines.train.contract import ModelEngineSpec
+        from rlctl.models.loading import load_tokenizer
+        from rlctl.registry import get_registry
+        from rlctl.trainer.worker.actor_loss import build_critic_loss
+        from rlctl.trainer.worker.device import pick_device
+
+        if self.threads:
+            torch.set_num_threads(self.threads)
+        # torch.distributed rendezvous on loopback, one process per rank.
+        os.environ.update(
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(self.master_port),
+            RANK=str(self.rank),
+            WORLD_SIZE=str(self.world_size),
+            LOCAL_RANK="0" if pick_device(self.recipe) == "cpu" else str(self.rank),
+        )
+        self.registry = get_registry()
+        tokenizer = load_tokenizer(self.recipe.model)
+        self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id)
+        engine_cls = self.registry.load("model_engine", self.recipe.engines.train.backend)
+        device = pick_device(self.recipe)
+        for role in self.roles:
+            engine = engine_cls(
+                ModelEngineSpec(role=role, recipe=self.recipe, rank=self.rank, world_size=self.world_size, device=device)
+            )
+            engine.init()
+            self.engines[role] = engine
+        if "critic" in self.engines:
+            self.critic_loss = build_critic_loss(self.recipe)
+        first = next(iter(self.engines.values()))
+        self.dp_rank = int(getattr(first, "dp_rank", self.rank))
+        self.dp_size = int(getattr(first, "dp_size", self.world_size))
+        self.writes_outputs = bool(getattr(first, "writes_outputs", True))
+        return True
+
+    def layout(self) -> tuple[int, int, bool]:
+        """``(dp_rank, dp_size, writes_outputs)`` of this rank (after :meth:`ready`)."""
+        return self.dp_rank, self.dp_size, self.writes_outputs
+
+    # ------------------------------------------------------------------ helpers
+    def _model_batch(self, meta: KVBatchMeta, extra_fields: list[str], pad_to: int) -> tuple[Any, dict[str, Any], list[int]]:
+        """Fetch token ids (+ extra per-token fields) and build a padded ModelBatch.
+
+        Returns (batch, {field: [B', R]}, response lengths); B' = pad_to >= len(meta).
+        """
+
+        from rlctl.engines.train.batch import ModelBatch
+
+        keys = list(meta.keys)
+        lengths = [int(x) for x in meta.tag_values("response_len")]
+        n_real = len(keys)
+        if n_real < pad_to:
+            # Copies of the last sample keep shapes realistic; their mask is zeroed below.
+            keys = keys + [keys[-1]] * (pad_to - n_real)
+            lengths = lengths + [lengths[-1]] * (pad_to - n_real)
+        td = self.plane.kv_batch_get(keys, meta.partition_id, ["prompt_ids", "response_ids", *extra_fields])
+        prompts = rows(td["prompt_ids"])
+        responses = rows(td["response_ids"])
+        batch = ModelBatch.from_samples(prompts, responses, pad_id=self.pad_id)
+        fields = {name: to_padded(td[name], lengths).float() for name in extra_fields}
+        mask = mask_from_lengths(lengths, batch.responses.shape[1])
+        if n_real < pad_to:
+            mask[n_real:] = 0.0
+        fields["response_mask"] = mask
+        batch.response_mask = mask * batch.response_mask  # padded copies contribute nothing
+        return batch, fields, lengths[:n_real]
+
+    def _put(self, meta: KVBatchMeta, lengths: list[int], outputs: dict[str, Any]) -> None:
+        from tensordict import TensorDict
+
+        n = len(meta)
+        td = TensorDict({k: to_jagged(v[:n], lengths) for k, v in outputs.items()}, batch_size=[n])
+        self.plane.kv_batch_put(list(meta.keys), meta.partition_id, td)
+
+    # ------------------------------------------------------------------ phases
+    def compute_log_prob(self, meta: KVBatchMeta, role: str, field: str, pad_to: int, temperature: float) -> dict[str, mr.Partial]:
+        """Old (actor) or reference log-probs of the sampled responses -> ``field``."""
+        with_entropy = role == "actor"
+        extra = ["rollout_log_probs"] if role == "actor" else []
+        batch, fields, lengths = self._model_batch(meta, extra, pad_to)
+        log_probs, entropy = self.engines[role].compute_log_prob(batch, temperature=temperature, with_entropy=with_entropy)
+        if len(meta) == 0 or not self.writes_outputs:
+            return {}
+        self._put(meta, lengths, {field: log_probs})
+        partials: dict[str, mr.Partial] = {}
+        n = len(meta)
+        mask = fields["response_mask"][:n].bool()
+        if entropy is not None:
+            partials["actor/entropy"] = mr.partial_of(entropy[:n][mask].tolist())
+        if "rollout_log_probs" in fields:
+            # How far the rollout engine's log-probs are from the trainer's (should be ~0).
+            diff = (log_probs[:n].exp() - fields["rollout_log_probs"][:n].exp()).abs()
+            partials["training/rollout_probs_diff"] = mr.partial_of(diff[mask].tolist())
+        return partials
+
+    def compute_values(self, meta: KVBatchMeta, pad_to: int) -> dict[str, mr.Partial]:
+        batch, _, lengths = self._model_batch(meta, [], pad_to)
+        values = self.engines["critic"].compute_values(batch)
+        if len(meta) and self.writes_outputs:
+            self._put(meta, lengths, {"values": values})
+        return {}
+
+    def compute_advantage(self, meta: KVBatchMeta, kl_coef: float) -> dict[str, mr.Partial]:
+        from rlctl.trainer.worker.advantage_phase import run_advantage_phase
+
+        return run_advantage_phase(self.plane, meta, self.recipe, self.registry, kl_coef=kl_coef)
+
+    def update_actor(self, meta: KVBatchMeta, pad_to: int, kl_coef: float, step: int) -> dict[str, mr.Partial]:
+        from rlctl.trainer.worker.actor_loss import build_actor_loss
+
+        needed = ["old_log_probs", "advantages"]
+        if self.recipe.algorithm.kl.apply_in == "loss":
+            needed.append("ref_log_probs")
+        if self.recipe.algorithm.loss.tis_cap is not None:
+            needed.append("rollout_log_probs")
+        loss_fn = build_actor_loss(self.recipe, self.registry, kl_coef=kl_coef)
+        return self._update("actor", meta, pad_to, needed, loss_fn, step)
+
+    def update_critic(self, meta: KVBatchMeta, pad_to: int, step: int) -> dict[str, mr.Partial]:
+        return self._update("critic", meta, pad_to, ["values", "returns"], self.critic_loss, step)
+
+    def _update(self, role: str, meta: KVBatchMeta, pad_to: int, needed: list[str], loss_fn: Any, step: int) -> dict[str, mr.Partial]:
+        """Epochs x minibatches of optimizer steps over this rank's shard."""
+        import torch
+
+        alg = self.recipe.algorithm
+        batch, fields, _ = self._model_batch(meta, needed, pad_to)
+        engine = self.engines[role]
+        rows = batch.responses.shape[0]
+        per_mb = max(rows // alg.minibatches, 1)
+        partials: dict[str, mr.Partial] = {}
+        for epoch in range(alg.epochs):
+            order = torch.arange(rows)
+            if alg.shuffle_minibatches and (alg.minibatches > 1 or alg.epochs > 1):
+                # Seeded by the DP rank: model-parallel peers of one shard must shuffle alike.
+                gen = torch.Generator().manual_seed(self.recipe.run.seed * 100003 + step * 101 + epoch * 7 + self.dp_rank)
+                order = torch.randperm(rows, generator=gen)
+            for mb in range(alg.minibatches):
+                idx = order[mb * per_mb : (mb + 1) * per_mb] if mb < alg.minibatches - 1 else order[mb * per_mb :]
+                mb_batch = batch.slice(idx)
+                mb_fields = {k: v[idx] for k, v in fields.items()}
+                normaliser = self._global_normaliser(mb_fields["response_mask"])
+
+                def wrapped(outputs: dict[str, Any], micro: dict[str, Any], _n=normaliser) -> Any:
+                    return loss_fn(outputs, dict(micro, global_normalizer=_n))
+
+                metrics = engine.train_minibatch(mb_batch, mb_fields, wrapped, temperature=self.recipe.rollout.temperature or 1.0)
+                weight = float(mb_fields["response_mask"].sum())
+                for name, value in metrics.items():
+                    key = name if "/" in name else f"{role}/{name}"
+                    partials = mr.merge([partials, {key: mr.scalar_partial(float(value), max(weight, 1.0))}])
+        return partials if self.writes_outputs else {}
+
+    def _global_normaliser(self, mask: Any) -> float:
+        """Tokens (token-mean) or sequences (seq-mean-*) of the minibatch over all ranks."""
+        from rlctl.algorithms.aggregation import loss_normalizer
+        from rlctl.engines.train.fsdp.engine import global_normaliser
+
+        local = loss_normalizer(mask, self.recipe.algorithm.loss.agg)
+        # Summed over every rank, then divided by the ranks per DP group: model-parallel peers
+        # hold copies of the same shard (exact, since their shards are identical).
+        total = global_normaliser(local) * self.dp_size / self.world_size
+        return max(total, 1.0)
+
+    def score_partials(self, meta: KVBatchMeta) -> dict[str, mr.Partial]:
+        """Score and per-reward partials of ``meta`` (validation: no advantages needed)."""
+        if len(meta) == 0:
+            return {}
+        from rlctl.trainer.worker.reward_sections import effective_rewards
+
+        names = ["score"] + [f"reward/{r.name}" for r in effective_rewards(self.recipe, self.registry)]
+        td = self.plane.kv_batch_get(list(meta.keys), meta.partition_id, names)
+        partials = {
+            ("critic/score" if n == "score" else n): mr.partial_of(td[n].float().reshape(-1).tolist())
+            for n in names
+        }
+        partials["response_length"] = mr.partial_of(meta.tag_values("response_len"))
+        return partials
+
+    # ------------------------------------------------------------------ weights & state
+    def export_weights(self, as_object_ref: bool = False) -> Any:
+        """Full policy weights (rank 0 gets them; other ranks join the gather and get None)."""
+        state = self.engines["actor"].export_weights()
+        if not state:
+            return None
+        if as_object_ref:
+            import ray
+
+            return [ray.put(state)]  # a list, so Ray hands the ref itself to the next actor
+        return state
+
+    def save(self, path: str) -> None:
+        """Every rank writes its shards of every trainable role (and the frozen ref: no)."""
+        for role, engine in self.engines.items():
+            if role != "ref":  # the reference is the initial policy: rebuilt from the recipe
+                engine.save(os.path.join(path, role))
+
+    def load(self, path: str) -> None:
+        for role, engine in self.engines.items():
+            if role != "ref":
+                engine.load(os.path.join(path, role))
+
+    def export_hf(self, out_dir: str) -> str | None:
+        """Write the policy as an HF checkpoint (safetensors) from rank 0; all ranks gather."""
+        state = self.engines["actor"].export_weights()
+        if not state:
+            return None
+        from rlctl.checkpoint import export_hf
+        from rlctl.models.loading import load_tokenizer
+
+        engine = self.engines["actor"]
+        # Engines whose model is not a transformers one (megatron) expose the HF config.
+        config = getattr(engine, "hf_config", None) or engine.model.config
+        export_hf(state, config, load_tokenizer(self.recipe.model), out_dir)
+        return out_dir
+
+    def close(self) -> None:
+        for engine in self.engines.values():
+            close = getattr(engine, "close", None)
+            if close is not None:
+                close()
