@@ -1,7 +1,7 @@
 """The single controller of the sync trainer.
 
 It holds only :class:`KVBatchMeta` and scalar metrics. One step reads top to bottom like the
-algorithm (DESIGN.md section 2); each phase is one call on a worker group, which fetches the
+algorithm (docs/design.md, "One training step"); each phase is one call on a worker group, which fetches the
 fields it needs from the data plane, computes, and puts its outputs back.
 """
 
