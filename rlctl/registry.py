@@ -55,6 +55,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "rlctl.plugins.data_planes",
     "rlctl.plugins.metric_sinks",
     "rlctl.cli.bench_cmd",
+    "rlctl.cli.engines_cmd",
     "rlctl.cli.runs_cmd",
     "rlctl.plugins.trainer_checks",
 )

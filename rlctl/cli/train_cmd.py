@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperCommand
 
-from rlctl.cli.common import EXIT_RUN_FAILURE, RecipeArgs, SetOption, fail, load_or_exit
+from rlctl.cli.common import EXIT_RUN_FAILURE, EXIT_USAGE, RecipeArgs, SetOption, fail, load_or_exit
 
 RESUME_LATEST = "latest"
 
@@ -71,6 +71,7 @@ def train(
         )
         fail(f"not implemented yet: {listed}",
              fix="choose an implemented name (see `rlctl plugins list`)")
+    _check_engine_env(loaded)
     try:
         from rlctl.trainer.controller.entry import train_from_recipe
     except ImportError as exc:
@@ -84,3 +85,16 @@ def train(
     except NotImplementedYet as exc:
         fail(f"not implemented yet: {exc}")
     raise typer.Exit(int(code) if code is not None else EXIT_RUN_FAILURE)
+
+
+def _check_engine_env(loaded: Any) -> None:
+    """A server engine whose environment is not built: exit 2 with the command that builds it,
+    before anything starts. (``config validate`` does not check this: a recipe is often
+    validated on another machine than the one it runs on.)"""
+    from rlctl.engines.rollout.server.engine_envs import install_command, missing_env_message
+
+    backend = loaded.recipe.engines.rollout.backend
+    problem = missing_env_message(backend, loaded.options_for("engines.rollout.options"))
+    if problem:
+        fail(f"engines.rollout.backend = {backend!r}: {problem}", code=EXIT_USAGE,
+             fix=f"run `{install_command(backend)}`, or set [engines.rollout.options] python")

@@ -71,7 +71,7 @@ def test_registered_and_options_validated():
 
 def test_bogus_interpreter_fails_fast_and_cleans_up():
     engine = SGLangRolloutEngine(RolloutEngineSpec(tiny_recipe(python="/no/such/python"), seed=0))
-    with pytest.raises(ServerError, match=r"sglang\[0\].*/no/such/python.*build_engine_envs\.sh"):
+    with pytest.raises(ServerError, match=r"sglang\[0\].*/no/such/python.*rlctl engines install"):
         engine.load()
     assert engine._workdir is None and engine._http is None
 

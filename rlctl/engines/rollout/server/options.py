@@ -13,7 +13,7 @@ class ServerOptions(BaseModel):
     urls: list[str] = []
     """Already running servers to use; empty = start servers."""
     python: str | None = None
-    """Interpreter that starts servers (engines pin their own torch); ``None`` = ``RLCTL_<ENGINE>_PYTHON``, else the env ``scripts/build_engine_envs.sh`` built, else this one."""
+    """Interpreter that starts servers (engines pin their own torch); ``None`` = ``RLCTL_<ENGINE>_PYTHON``, else the env ``rlctl engines install`` built, else this one."""
     extra_args: list[str] = []
     """Extra command-line arguments for the server."""
     tensor_parallel_size: PositiveInt = 1

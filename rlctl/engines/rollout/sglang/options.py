@@ -2,7 +2,7 @@
 
 The engine runs SGLang's native HTTP server (``python -m sglang.launch_server``) as a
 subprocess, usually from its own Python environment (``python``: SGLang pins torch 2.14.1 and
-transformers 5.19; build one with ``scripts/build_engine_envs.sh sglang``), or attaches to
+transformers 5.19; build one with ``rlctl engines install sglang``), or attaches to
 servers already running (``urls``).
 """
 

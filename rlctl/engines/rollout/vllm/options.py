@@ -2,7 +2,7 @@
 
 The engine runs vLLM's OpenAI-compatible server as a subprocess, usually from its own Python
 environment (``python``: vLLM pins a torch that need not match the trainer's; build one with
-``scripts/build_engine_envs.sh vllm``), or attaches to servers already running (``urls``).
+``rlctl engines install vllm``), or attaches to servers already running (``urls``).
 
 How weights reach the servers is configured here too (``[engines.rollout.options.weight_sync]``,
 :class:`VLLMWeightSyncOptions`): the transfer backend is chosen when a server starts
