@@ -21,7 +21,8 @@ from pathlib import Path
 
 MARKER = ".rlctl-env-complete"
 
-# Env directory names, as build_engine_envs.sh (next to this module) names them (a test keeps them in step).
+# Env directory names, as build_engine_envs.sh (next to this module) names them (a test keeps
+# them in step).
 ENV_NAMES: dict[str, str] = {
     "vllm": "vllm-cpu-0.32.0",
     "sglang": "sglang-cpu-0.5.23",
