@@ -172,7 +172,7 @@ class CheckpointManager:
         pointer = self.root / LATEST_POINTER
         try:
             name = pointer.read_text(encoding="utf-8").strip()
-        except OSError:
+        except (OSError, ValueError):  # missing, unreadable or not UTF-8: not a valid pointer
             name = ""
         if _STEP_DIR.match(name) and is_complete(self.root / name):
             return self.root / name
@@ -223,25 +223,28 @@ class CheckpointManager:
         return removed
 
 
-def resolve_checkpoint(path: Path) -> Path:
-    """A complete checkpoint directory from a user-given path (``CheckpointManager.resolve``)."""
+def resolve_checkpoint(path: Path, *, asked_by: str = "--resume") -> Path:
+    """A complete checkpoint directory from a user-given path (``CheckpointManager.resolve``).
+
+    ``asked_by`` starts the error messages: the option or command the path came from.
+    """
     if not path.exists():
-        raise CheckpointError(f"--resume {path}: no such file or directory")
+        raise CheckpointError(f"{asked_by} {path}: no such file or directory")
     if is_complete(path):
         return path
     if _STEP_DIR.match(path.name) or path.name.endswith(".partial"):
         raise CheckpointError(
-            f"--resume {path}: this checkpoint is incomplete (no {COMPLETE_MARKER} marker): its "
-            "save was interrupted; resume from an earlier one" + _available(path.parent)
+            f"{asked_by} {path}: this checkpoint is incomplete (no {COMPLETE_MARKER} marker): its "
+            "save was interrupted; use an earlier one" + _available(path.parent)
         )
     root = path if path.name == CHECKPOINTS_DIR else path / CHECKPOINTS_DIR
     if root.is_dir():
         found = CheckpointManager(root.parent).latest()
         if found is not None:
             return found
-        raise CheckpointError(f"--resume {path}: {root} holds no complete checkpoint")
+        raise CheckpointError(f"{asked_by} {path}: {root} holds no complete checkpoint")
     raise CheckpointError(
-        f"--resume {path}: not a checkpoint (no {COMPLETE_MARKER} marker), nor a run directory "
+        f"{asked_by} {path}: not a checkpoint (no {COMPLETE_MARKER} marker), nor a run directory "
         f"with a {CHECKPOINTS_DIR}/ folder"
     )
 
