@@ -54,7 +54,9 @@ def train(
 ) -> None:
     """Validate a recipe, then train.
 
-    Exit 0 when training completes, 1 when the run fails, 2 when the recipe has problems.
+    Exit 0 when training completes, 1 when the run fails, 2 when the recipe has problems
+    or the run directory is taken (another run is using it, or a fresh run would replace a
+    previous run's results: use --resume or another run.name), 143 when stopped by SIGTERM.
     """
     from rlctl.config.plugin_options import kind_words, unimplemented
     from rlctl.config.problems import key_path

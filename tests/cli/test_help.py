@@ -157,7 +157,9 @@ Usage: rlctl train [OPTIONS] {RECIPE}...
   Validate a recipe, then train.
 
   Exit 0 when training completes, 1 when the run fails, 2 when the recipe has
-  problems.
+  problems or the run directory is taken (another run is using it, or a fresh
+  run would replace a previous run's results: use --resume or another run.name),
+  143 when stopped by SIGTERM.
 
 Arguments:
   RECIPE <list[Path]>  Recipe TOML files; later files override earlier ones

@@ -30,6 +30,13 @@ def broken_reward(sample, **options):
     raise ValueError("reward model returned garbage")
 
 
+MARKUP_MESSAGE = "no column 'answer' in [data] train = /tmp/a[/x]b/train.parquet"
+
+
+def markup_reward(sample, **options):
+    raise ValueError(MARKUP_MESSAGE)
+
+
 @pytest.fixture
 def test_plugins():
     module = types.ModuleType("rlctl_test_fault_plugins")
@@ -41,6 +48,7 @@ def test_plugins():
     @hookimpl
     def register_reward_functions(register):
         register("broken", broken_reward, description="always raises")
+        register("markup", markup_reward, description="raises with rich markup in the text")
 
     module.register_agent_loops = register_agent_loops
     module.register_reward_functions = register_reward_functions
@@ -63,3 +71,10 @@ def test_reward_crash_fails_the_step_with_the_error(make_recipe, test_plugins, c
     code = train_from_recipe(make_recipe(rewards=[{"name": "broken"}]))
     assert code == 1
     assert "reward model returned garbage" in capsys.readouterr().err
+
+
+def test_a_failure_message_is_printed_verbatim_not_as_rich_markup(make_recipe, test_plugins, capsys):
+    code = train_from_recipe(make_recipe(rewards=[{"name": "markup"}]))
+    err = capsys.readouterr().err
+    assert code == 1
+    assert MARKUP_MESSAGE in err and "MarkupError" not in err

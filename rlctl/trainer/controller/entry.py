@@ -1,7 +1,8 @@
 """``rlctl train``: from a validated recipe to a finished run directory.
 
 The run directory ``<output_dir>/<name>/`` holds the resolved config (``config.toml``),
-plugin versions and git revision (``run_info.json``) and ``metrics.jsonl``.
+plugin versions and git revision (``run_info.json``) and ``metrics.jsonl``. A run locks it
+and changes nothing in it until the run is known to start (:mod:`rlctl.trainer.controller.run_dir`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def train_from_recipe(
     that checkpoint; ``force_resume`` accepts a config that differs in the math.
     """
     from rich.console import Console
+    from rich.markup import escape
 
     err = Console(stderr=True, soft_wrap=True)  # error text must stay greppable: no wrapping
     recipe: Recipe = getattr(loaded, "recipe", loaded)
@@ -45,22 +47,38 @@ def train_from_recipe(
         )
         recipe = recipe.model_copy(update={"engines": engines})
         derived = derive(recipe)
-    try:
-        run = Run(recipe, derived, quiet=quiet, resume=resume, force_resume=force_resume)
-        run.execute()
-    except KeyboardInterrupt:
-        err.print("[red]interrupted[/red]")
-        return 1
-    except Exception as exc:  # the run failed: say why in one place, no traceback wall
-        from rlctl.registry import NotImplementedYet
+    from rlctl.trainer.controller.run_dir import RunDirError
+    from rlctl.trainer.controller.run_lock import RunLockedError
+    from rlctl.trainer.controller.signals import EXIT_TERMINATED, StopOnSigterm, Terminated
 
-        if isinstance(exc, NotImplementedYet):
-            err.print(f"[red]error:[/red] {exc}")
-        else:
-            err.print(f"[red]training failed:[/red] {type(exc).__name__}: {exc}")
-            if "--debug" in sys.argv or _env_flag("RLCTL_DEBUG"):
-                err.print_exception()
-        return 1
+    # Messages hold user text (paths, TOML keys like "[data]"): escape it, or rich reads it
+    # as markup, drops it, or fails on a "[/x]" with an error that hides the real one.
+    with StopOnSigterm() as stop:
+        try:
+            run = Run(recipe, derived, quiet=quiet, resume=resume, force_resume=force_resume)
+            run.execute()
+        except Terminated:
+            err.print("[red]terminated[/red]")
+            return EXIT_TERMINATED
+        except KeyboardInterrupt:
+            err.print("[red]interrupted[/red]")
+            return 1
+        except (RunDirError, RunLockedError) as exc:
+            err.print(f"[red]error:[/red] {escape(str(exc))}")
+            return 2  # the CLI's usage error: nothing started, nothing changed
+        except Exception as exc:  # noqa: BLE001 -- the run failed: say why once, no traceback wall
+            from rlctl.registry import NotImplementedYet
+
+            if stop.received:  # e.g. a worker that got the same SIGTERM died first
+                err.print("[red]terminated[/red]")
+                return EXIT_TERMINATED
+            if isinstance(exc, NotImplementedYet):
+                err.print(f"[red]error:[/red] {escape(str(exc))}")
+            else:
+                err.print(f"[red]training failed:[/red] {type(exc).__name__}: {escape(str(exc))}")
+                if "--debug" in sys.argv or _env_flag("RLCTL_DEBUG"):
+                    err.print_exception()
+            return 1
     return 0
 
 
@@ -90,13 +108,14 @@ class Run:
         return str(self.resume)
 
     def write_run_info(self) -> None:
+        """``config.toml`` and ``run_info.json``; called once the run is known to start."""
         import tomli_w
 
+        from rlctl.checkpoint.atomic import atomic_write_text
         from rlctl.registry import get_registry
 
-        self.run_dir.mkdir(parents=True, exist_ok=True)
         resolved = self.recipe.model_dump(mode="json", by_alias=True, exclude_none=True)
-        (self.run_dir / "config.toml").write_text(tomli_w.dumps(resolved))
+        atomic_write_text(self.run_dir / "config.toml", tomli_w.dumps(resolved))
         registry = get_registry()
         info = {
             "rlctl_version": _version(),
@@ -105,19 +124,24 @@ class Run:
             "derived": self.derived.as_dict(),
             "started": time.time(),
         }
-        (self.run_dir / "run_info.json").write_text(json.dumps(info, indent=2))
-        metrics = self.run_dir / "metrics.jsonl"
-        if metrics.exists() and not self.resume:
-            metrics.unlink()  # a fresh run starts a fresh metrics file; a resume appends
+        atomic_write_text(self.run_dir / "run_info.json", json.dumps(info, indent=2))
 
     def execute(self) -> None:
+        from rlctl.trainer.controller.run_dir import RunDirectory
+
+        # Locked and checked before any worker starts; untouched until the run starts.
+        with RunDirectory(self.run_dir, resume=bool(self.resume)) as claim:
+            for note in claim.notes:
+                _warn(note)
+            self._execute(claim)
+
+    def _execute(self, claim: Any) -> None:
         from rlctl.registry import get_registry
         from rlctl.sinks.logger import MetricLogger
         from rlctl.trainer.controller.checkpointing import RunCheckpoints
         from rlctl.trainer.controller.progress import StepProgress
         from rlctl.trainer.controller.session import Session
 
-        self.write_run_info()
         hooks = get_registry().pm.hook
         schedule = self.recipe.schedule
         checkpoints = RunCheckpoints(self.recipe, self.run_dir)
@@ -127,6 +151,10 @@ class Run:
             start = 1
             if self.resume:
                 start = checkpoints.restore(session, self.resume_path, force=self.force_resume) + 1
+            # The run is known to start (workers up, checkpoint loaded): only now does the
+            # run directory change.
+            claim.mark_started()
+            self.write_run_info()
             logger = MetricLogger.from_recipe(self.recipe, self.run_dir, quiet=self.quiet)
             hooks.on_train_start(recipe=self.recipe, run_dir=str(self.run_dir))
             try:
@@ -147,6 +175,13 @@ class Run:
             finally:
                 logger.close()
                 hooks.on_train_end(recipe=self.recipe, run_dir=str(self.run_dir), status=status)
+
+
+def _warn(message: str) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+
+    Console(stderr=True, soft_wrap=True).print(f"[yellow]warning:[/yellow] {escape(message)}")
 
 
 def _version() -> str:

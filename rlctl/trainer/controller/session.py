@@ -64,6 +64,10 @@ class Session:
         needs_ray = not local or bool(plane_reg.metadata.get("multi_process", False))
         if needs_ray and start_ray(address=recipe.resources.address, num_cpus=recipe.resources.num_cpus):
             self.stack.callback(stop_ray)
+        if needs_ray:
+            from rlctl.trainer.controller.signals import reinstall
+
+            reinstall()  # ray.init took SIGTERM over (stack dump + abort): a run stops cleanly
 
         self.plane = open_data_plane(recipe.data_plane.backend, dict(recipe.data_plane.options), run_id=self.run_id)
         self.stack.callback(self.plane.close)
