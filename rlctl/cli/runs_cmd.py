@@ -42,6 +42,9 @@ def register_commands(cli: Any) -> None:
         except (CheckpointError, ExportTargetError, FileNotFoundError) as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
+        except OSError as exc:  # e.g. no permission or no space where the export goes
+            typer.echo(f"error: cannot write the export to {output}: {exc}", err=True)
+            raise typer.Exit(1) from None
         typer.echo(f"wrote {out}")
 
     @cli.command("report")
@@ -66,6 +69,9 @@ def register_commands(cli: Any) -> None:
         except (RunNotFoundError, ReportTargetError) as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
+        except OSError as exc:  # e.g. no permission or no space where the PNG goes
+            typer.echo(f"error: cannot write the report to {output}: {exc}", err=True)
+            raise typer.Exit(1) from None
         for warning in result.warnings:
             typer.echo(f"warning: {warning}", err=True)
         typer.echo(result.text)

@@ -144,3 +144,20 @@ def test_a_run_dir_that_is_a_file_or_an_hf_dir_of_the_user_is_refused(tmp_path) 
     (run_dir / "hf" / EXPORT_MARKER).write_text("{}")  # an export of an earlier run: fine
     with RunDirectory(run_dir, resume=True):
         pass
+
+
+def test_only_a_resume_from_this_runs_own_checkpoints_continues_its_directory(make_recipe) -> None:
+    from rlctl.config.derived import derive
+    from rlctl.trainer.controller.entry import Run
+
+    recipe = make_recipe()
+    run_dir = Path(recipe.run.output_dir) / recipe.run.name
+
+    def continues(resume) -> bool:  # type: ignore[no-untyped-def]
+        return Run(recipe, derive(recipe), quiet=True, resume=resume).continues_this_run
+
+    assert not continues(None)
+    assert continues(True) and continues("latest")
+    assert continues(str(run_dir)) and continues(str(run_dir / "checkpoints" / "step_4"))
+    # another run's checkpoint: this directory is started afresh, so it must hold no run
+    assert not continues(str(run_dir.parent / "other" / "checkpoints" / "step_4"))

@@ -107,6 +107,16 @@ class Run:
             return None
         return str(self.resume)
 
+    @property
+    def continues_this_run(self) -> bool:
+        """A resume from this run directory's own checkpoints (not from another run's)."""
+        if not self.resume:
+            return False
+        if self.resume_path is None:
+            return True
+        here, source = self.run_dir.resolve(), Path(self.resume_path).resolve()
+        return source == here or here in source.parents
+
     def write_run_info(self) -> None:
         """``config.toml`` and ``run_info.json``; called once the run is known to start."""
         import tomli_w
@@ -130,7 +140,7 @@ class Run:
         from rlctl.trainer.controller.run_dir import RunDirectory
 
         # Locked and checked before any worker starts; untouched until the run starts.
-        with RunDirectory(self.run_dir, resume=bool(self.resume)) as claim:
+        with RunDirectory(self.run_dir, resume=self.continues_this_run) as claim:
             for note in claim.notes:
                 _warn(note)
             self._execute(claim)

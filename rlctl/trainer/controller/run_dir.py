@@ -3,8 +3,9 @@
 :class:`RunDirectory` is entered before any worker starts. It takes the directory's lock
 (:mod:`rlctl.trainer.controller.run_lock`) and refuses a directory the run would damage:
 
-- a fresh run (no ``--resume``) into a directory that holds a previous run's results: its
-  metrics would be replaced and its checkpoints mixed with the new run's. Only what a run
+- a fresh run (no ``--resume``, or resuming another directory's checkpoint) into a directory
+  that holds a previous run's results: its metrics would be replaced and its checkpoints
+  mixed with the new run's. Only what a run
   that never logged a step leaves (``config.toml``, ``run_info.json``, an empty
   ``metrics.jsonl``) may be written over;
 - a run whose final HF export would replace an ``hf/`` directory that is not an rlctl export.
@@ -47,7 +48,11 @@ def previous_run_entries(run_dir: Path) -> list[str]:
 
 
 class RunDirectory:
-    """``with RunDirectory(run_dir, resume=...) as claim:`` around the whole run."""
+    """``with RunDirectory(run_dir, resume=...) as claim:`` around the whole run.
+
+    ``resume``: the run continues the run in this directory (from one of its checkpoints);
+    a resume from another run's checkpoint starts this directory afresh.
+    """
 
     def __init__(self, run_dir: Path, *, resume: bool) -> None:
         self.run_dir = Path(run_dir)
@@ -93,9 +98,9 @@ class RunDirectory:
             if entries:
                 shown = ", ".join(entries[:6]) + (", ..." if len(entries) > 6 else "")
                 raise RunDirError(
-                    f"run directory {run_dir} already holds a run ({shown}): a fresh run would "
-                    "replace its metrics; continue it with --resume, or train under another "
-                    "run.name or run.output_dir (nothing was changed)"
+                    f"run directory {run_dir} already holds a run ({shown}): a run that does not "
+                    "continue it would replace its metrics; continue it with --resume, or train "
+                    "under another run.name or run.output_dir (nothing was changed)"
                 )
         self._check_hf_export()
 
