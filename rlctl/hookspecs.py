@@ -144,6 +144,39 @@ def register_agent_loops(register: Callable[..., None]) -> None:
 
 
 @hookspec
+def register_tools(register: Callable[..., None]) -> None:
+    """Register tools the ``tool`` agent loop offers (``[[rollout.tools]] name = NAME``).
+
+    ``target(options) -> Tool``: an object with ``schema() -> dict`` (the OpenAI-style
+    function description ``{"type": "function", "function": {"name", "description",
+    "parameters": <JSON schema>}}`` that goes into the chat template) and
+    ``async call(arguments: dict, ctx: ToolContext) -> str`` (see :mod:`rlctl.agents.tools`).
+    A synchronous ``call`` runs in a thread. Metadata: none required.
+    """
+
+
+@hookspec
+def register_tool_parsers(register: Callable[..., None]) -> None:
+    """Register tool-call parsers (``[rollout] tool_parser = NAME``).
+
+    ``target(tokenizer) -> ToolParser``: ``parse(text) -> (content, [ToolCall])`` reads the
+    calls out of one generated turn, ``stop_strings`` ends a turn after a call and
+    ``render_results(results, tokenizer) -> token ids`` turns tool results into observation
+    tokens (see :mod:`rlctl.agents.tool_parsers`).
+    """
+
+
+@hookspec
+def register_environments(register: Callable[..., None]) -> None:
+    """Register environments for the ``env`` agent loop (``[rollout.environment] name = NAME``).
+
+    ``target(options) -> Environment`` with ``reset(record) -> str`` (the first observation,
+    may be empty) and ``step(action: str) -> StepResult(observation, reward, done, info)``;
+    both may be ``async``. One instance per episode (see :mod:`rlctl.agents.environment`).
+    """
+
+
+@hookspec
 def register_data_planes(register: Callable[..., None]) -> None:
     """Register data-plane backends (``[data_plane] backend = NAME``).
 
@@ -178,6 +211,17 @@ def validate_config(recipe: Recipe) -> list[Any] | None:
 
     Return a list of :class:`rlctl.config.problems.ConfigProblem` (or ``None``). Called by
     ``rlctl config validate`` and before ``rlctl train``; all problems are shown together.
+    """
+
+
+@hookspec(firstresult=True)
+def choose_group_size(recipe: Recipe, prompt: Any, split: str, default: int) -> int | None:
+    """How many sessions (samples) to run for ``prompt`` (a :class:`rlctl.tasks.Prompt`).
+
+    Called by the controller for every prompt it feeds, ``split`` = ``"train"`` or ``"val"``.
+    Return a positive int, or ``None`` to leave it to the next plugin; the first answer
+    wins. Without any answer a prompt's own ``n`` (set by its task) or ``default`` (the
+    recipe's group size) is used. More samples for hard prompts, fewer for solved ones.
     """
 
 

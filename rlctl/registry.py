@@ -40,6 +40,10 @@ KINDS: dict[str, str] = {
     "agent_loop": "register_agent_loops",
     "data_plane": "register_data_planes",
     "metric_sink": "register_metric_sinks",
+    # agents (issue 15)
+    "tool": "register_tools",
+    "tool_parser": "register_tool_parsers",
+    "environment": "register_environments",
 }
 
 # Built-in plugin modules, registered exactly like third-party ones.
@@ -54,6 +58,8 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "rlctl.plugins.agent_loops",
     "rlctl.plugins.data_planes",
     "rlctl.plugins.metric_sinks",
+    "rlctl.plugins.tools",
+    "rlctl.plugins.environments",
     "rlctl.cli.bench_cmd",
     "rlctl.cli.engines_cmd",
     "rlctl.cli.runs_cmd",

@@ -56,8 +56,18 @@ def selections(recipe: Recipe) -> Iterator[Selection]:
     if recipe.data.task is not None:
         yield Selection("task", recipe.data.task, ("data", "task"),
                         ("data", "task_options"), recipe.data.task_options)
-    yield Selection("agent_loop", recipe.rollout.agent_loop, ("rollout", "agent_loop"),
-                    None, None)
+    ro = recipe.rollout
+    yield Selection("agent_loop", ro.agent_loop, ("rollout", "agent_loop"),
+                    ("rollout", "agent_loop_options"), ro.agent_loop_options)
+    # agents (issue 15): tools, their call parser and the environment
+    for i, tool in enumerate(ro.tools):
+        yield Selection("tool", tool.name, ("rollout", "tools", i, "name"),
+                        ("rollout", "tools", i, "options"), tool.options)
+    if ro.tool_parser is not None:
+        yield Selection("tool_parser", ro.tool_parser, ("rollout", "tool_parser"), None, None)
+    if ro.environment is not None:
+        yield Selection("environment", ro.environment.name, ("rollout", "environment", "name"),
+                        ("rollout", "environment", "options"), ro.environment.options)
     yield Selection("data_plane", recipe.data_plane.backend, ("data_plane", "backend"),
                     ("data_plane", "options"), recipe.data_plane.options)
     for i, sink in enumerate(recipe.logging.sinks):

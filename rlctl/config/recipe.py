@@ -212,6 +212,20 @@ class AlgorithmSection(Section):
     """Extra options of the selected estimator, validated by its option model."""
 
 
+class ToolSection(Section):
+    name: str
+    """Registered tool."""
+    options: Options = {}
+    """Options of the tool, validated by its option model."""
+
+
+class EnvironmentSection(Section):
+    name: str
+    """Registered environment."""
+    options: Options = {}
+    """Options of the environment, validated by its option model."""
+
+
 class RolloutSection(Section):
     max_new_tokens: PositiveInt = 256
     """Most tokens generated per response."""
@@ -223,6 +237,14 @@ class RolloutSection(Section):
     """Top-k sampling; 0 disables it."""
     agent_loop: str = "single_turn"
     """Registered agent loop that turns a prompt session into outputs."""
+    agent_loop_options: Options = {}
+    """Options of the agent loop (turn / token / time limits), validated by its option model."""
+    tools: list[ToolSection] = []
+    """Tools offered to the model by the ``tool`` agent loop (``[[rollout.tools]]``)."""
+    tool_parser: str | None = None
+    """Registered tool-call parser of the ``tool`` loop; ``None`` = ``hermes``."""
+    environment: EnvironmentSection | None = None
+    """The environment the ``env`` agent loop steps (``[rollout.environment]``)."""
     val_temperature: float = Field(0.0, ge=0)
     """Sampling temperature for validation."""
     val_group_size: PositiveInt = 1

@@ -48,6 +48,16 @@ class PromptFeeder:
         self.split = split
         self.source = open_prompt_source(recipe, split=split)
         self._iter = iter(self.source)
+        self._tools: list[dict[str, Any]] | None = None  # tool schemas, built on first use
+
+    def tool_schemas(self) -> list[dict[str, Any]] | None:
+        """The recipe's tool descriptions for the chat template (``None`` without tools)."""
+        if self._tools is None and self.recipe.rollout.tools:
+            from rlctl.agents.tools import tool_schemas
+            from rlctl.registry import get_registry
+
+            self._tools = tool_schemas(self.recipe, get_registry())
+        return self._tools
 
     def state_dict(self) -> dict[str, Any]:
         return self.source.state_dict()
@@ -56,7 +66,21 @@ class PromptFeeder:
         self.source.load_state_dict(state)
         self._iter = iter(self.source)
 
+    def group_size(self, prompt: Any, default: int) -> int:
+        """Sessions for ``prompt``: the ``choose_group_size`` hook, else the prompt's ``n``."""
+        from rlctl.registry import get_registry
+
+        chosen = get_registry().pm.hook.choose_group_size(
+            recipe=self.recipe, prompt=prompt, split=self.split, default=default)
+        if chosen is None:
+            chosen = prompt.n if prompt.n is not None else default
+        if not isinstance(chosen, int) or isinstance(chosen, bool) or chosen < 1:
+            raise ValueError(f"choose_group_size answered {chosen!r} for a prompt of "
+                             f"{prompt.data_source!r}: it must be a positive int (or None)")
+        return chosen
+
     def next_batch(self, count: int, *, partition: str, global_step: int, n: int) -> KVBatchMeta:
+        """Put ``count`` prompts into the data plane; tag ``n`` = sessions wanted per uid."""
         import torch
         from tensordict import TensorDict
 
@@ -66,7 +90,7 @@ class PromptFeeder:
         prompts = [next(self._iter) for _ in range(count)]
         ids = [
             tokenize_prompt(p, self.tokenizer, apply_chat_template=data.apply_chat_template,
-                            max_prompt_tokens=data.max_prompt_tokens)
+                            max_prompt_tokens=data.max_prompt_tokens, tools=self.tool_schemas())
             for p in prompts
         ]
         uids = [new_uid() for _ in prompts]
@@ -81,7 +105,10 @@ class PromptFeeder:
         )
         fields["ground_truth"] = [json.dumps(p.ground_truth) for p in prompts]
         fields["data_source"] = [p.data_source for p in prompts]
-        tags = [{"global_step": global_step, "n": n, "prompt_len": len(x)} for x in ids]
+        # the prompt as given (text or messages): agent functions build their own requests
+        fields["raw_prompt"] = [json.dumps(p.messages if p.messages is not None else p.text) for p in prompts]
+        sizes = [self.group_size(p, n) for p in prompts]
+        tags = [{"global_step": global_step, "n": k, "prompt_len": len(x)} for x, k in zip(ids, sizes)]
         part = prompt_partition(partition)
         self.plane.kv_batch_put(uids, part, fields, tags)
         return KVBatchMeta(keys=tuple(uids), partition_id=part, tags=tuple(tags))

@@ -127,7 +127,8 @@ class Trainer:
         feeder = self.feeder if partition == TRAIN else self.val_feeder
         count = self.recipe.algorithm.prompts_per_step if partition == TRAIN else self.recipe.data.val_size
         prompts = feeder.next_batch(count, partition=partition, global_step=step, n=n)
-        self.replay.add(partition, [(uid, n, step) for uid in prompts.keys])
+        # n per uid: the feeder's choice (a task or the choose_group_size hook may vary it)
+        self.replay.add(partition, [(uid, int(t["n"]), step) for uid, t in zip(prompts.keys, prompts.tags)])
         chunks = prompts.chunk(self.rollout.world_size)
         pending = self.rollout.submit(
             "generate",

@@ -17,7 +17,12 @@ from typing import Any
 
 from rlctl.config.recipe import Recipe
 from rlctl.protocol.kv import KVBatchMeta, make_key
-from rlctl.trainer.worker.agent_loop import AgentOutput, PromptRecord, SamplingParams
+from rlctl.trainer.worker.agent_loop import (
+    AgentLoopSpec,
+    AgentOutput,
+    PromptRecord,
+    SamplingParams,
+)
 from rlctl.trainer.worker.fields import from_rows, non_tensor_column, rows
 
 
@@ -58,8 +63,7 @@ class RolloutWorker:
         # The controller moves the exported weights here (object store in Ray mode); the
         # registered weight-sync method applies them to the engine.
         self.weight_sync = sync_reg.load()(sync_options)
-        loop_cls = registry.load("agent_loop", self.recipe.rollout.agent_loop)
-        self.agent_loop = loop_cls()
+        self.agent_loop = build_agent_loop(self.recipe, registry, self.tokenizer)
         self.rewards = RewardSet.from_sections(effective_rewards(self.recipe, registry), registry)
         eos = self.tokenizer.eos_token_id
         self.eos_ids = [eos] if isinstance(eos, int) else list(eos or [])
@@ -79,13 +83,17 @@ class RolloutWorker:
         Returns only counts: the outputs are in the data plane.
         """
         td = self.plane.kv_batch_get(
-            list(prompts.keys), prompts.partition_id, ["prompt_ids", "ground_truth", "data_source"]
+            list(prompts.keys), prompts.partition_id,
+            ["prompt_ids", "ground_truth", "data_source", "raw_prompt"],
         )
         truths = non_tensor_column(td, "ground_truth")
         sources = non_tensor_column(td, "data_source")
+        raws = non_tensor_column(td, "raw_prompt")
         records = [
-            PromptRecord(uid=key, prompt_ids=ids.tolist(), ground_truth=json.loads(truth), data_source=str(source))
-            for key, ids, truth, source in zip(prompts.keys, rows(td["prompt_ids"]), truths, sources, strict=True)
+            PromptRecord(uid=key, prompt_ids=ids.tolist(), ground_truth=json.loads(truth),
+                         data_source=str(source), prompt=json.loads(raw))
+            for key, ids, truth, source, raw in zip(
+                prompts.keys, rows(td["prompt_ids"]), truths, sources, raws, strict=True)
         ]
         n_per_prompt = [int(tags.get("n", group_size)) for tags in prompts.tags]
         # The actor itself stays synchronous (Ray would otherwise run it as an async actor);
@@ -147,6 +155,15 @@ class RolloutWorker:
         return os.getpid()
 
 
+def build_agent_loop(recipe: Recipe, registry: Any, tokenizer: Any) -> Any:
+    """The recipe's agent loop, built with its validated ``agent_loop_options``."""
+    reg = registry.get("agent_loop", recipe.rollout.agent_loop)
+    raw = dict(recipe.rollout.agent_loop_options)
+    options = reg.options.model_validate(raw) if reg.options is not None else None
+    return reg.load()(AgentLoopSpec(recipe=recipe, options=options, tokenizer=tokenizer,
+                                    registry=registry))
+
+
 @dataclass
 class _Scored:
     """One output with its reward, waiting to be written."""
@@ -190,8 +207,7 @@ class _StepRollout:
                 err = "".join(traceback.format_exception_only(type(result), result)).strip()
                 failures.append((make_key(rec.uid, session_id, 0), err))
                 continue
-            for index, out in enumerate(result):
-                outputs.append(self._score(make_key(rec.uid, session_id, index), rec, out))
+            outputs += self._score_session(rec, session_id, result)
         if outputs:
             await self._write(outputs)
         if failures:
@@ -202,13 +218,27 @@ class _StepRollout:
             await self.worker.plane.async_kv_batch_put([k for k, _ in failures], self.partition, None, tags)
         return len(outputs), len(failures)
 
+    def _score_session(self, rec: PromptRecord, session_id: int, outs: list[AgentOutput]) -> list[_Scored]:
+        """Score a session's outputs: the last one by the reward functions, and every earlier
+        output of the session carries that same score (the episode's outcome; docs/agents.md).
+        """
+        if not outs:
+            raise RuntimeError(f"agent loop {self.worker.recipe.rollout.agent_loop!r} returned "
+                               f"no output for session {session_id} of prompt {rec.uid}")
+        for out in outs:
+            out.check()
+        keys = [make_key(rec.uid, session_id, index) for index in range(len(outs))]
+        final = self._score(keys[-1], rec, outs[-1])
+        earlier = [_Scored(k, rec.uid, o, final.score, final.parts) for k, o in zip(keys, outs[:-1])]
+        return earlier + [final]
+
     def _score(self, key: str, rec: PromptRecord, out: AgentOutput) -> _Scored:
         from rlctl.rewards.base import RewardInput
 
         sample = RewardInput.from_tokens(
             self.worker.tokenizer,
             prompt_ids=out.prompt_ids,
-            response_ids=out.response_ids,
+            response_ids=out.response_ids if out.reward_ids is None else out.reward_ids,
             ground_truth=rec.ground_truth,
             data_source=rec.data_source,
             eos_token_ids=self.worker.eos_ids,
@@ -253,25 +283,41 @@ class _StepRollout:
             "prompt_ids": from_rows([it.out.prompt_ids for it in items], torch.long),
             "response_ids": from_rows([it.out.response_ids for it in items], torch.long),
             "rollout_log_probs": from_rows([it.out.rollout_log_probs for it in items], torch.float32),
+            # [B, (R_i)] 1 = generated, 0 = observation: every loss and estimator masks with it
+            "loss_mask": from_rows([it.out.mask() for it in items], torch.int8),
             "score": torch.tensor([it.score for it in items], dtype=torch.float32),  # [B]
         }
         for name in sorted({k for it in items for k in it.parts}):
             fields[name] = torch.tensor([it.parts.get(name, 0.0) for it in items], dtype=torch.float32)
+        if any(it.out.token_rewards is not None for it in items):
+            # Per-step rewards [B, (R_i)], in the same put (it makes the outputs terminal); only
+            # outputs tagged ``token_rewards`` are read back, the zeros of the others never are.
+            fields["token_rewards"] = from_rows(
+                [it.out.token_rewards or [0.0] * len(it.out.response_ids) for it in items],
+                torch.float32)
         td = TensorDict(fields, batch_size=[len(items)])
-        tags = [
-            {
-                "uid": it.uid,
-                "global_step": self.global_step,
-                "status": "success",
-                "prompt_len": len(it.out.prompt_ids),
-                "response_len": len(it.out.response_ids),
-                "seq_len": len(it.out.prompt_ids) + len(it.out.response_ids),
-                "weight_version": it.out.weight_version,
-                "finish_reason": it.out.finish_reason,
-            }
-            for it in items
-        ]
+        tags = [self._tags(it) for it in items]
         await self.worker.plane.async_kv_batch_put([it.key for it in items], self.partition, td, tags)
+
+    def _tags(self, it: _Scored) -> dict[str, Any]:
+        out = it.out
+        tags: dict[str, Any] = {
+            "uid": it.uid,
+            "global_step": self.global_step,
+            "status": "success",
+            "prompt_len": len(out.prompt_ids),
+            "response_len": len(out.response_ids),
+            "loss_tokens": sum(out.mask()),  # generated tokens: what response_length counts
+            "seq_len": len(out.prompt_ids) + len(out.response_ids),
+            "weight_version": out.weight_version,
+            "finish_reason": out.finish_reason,
+            "num_turns": out.num_turns,
+        }
+        if out.token_rewards is not None:
+            tags["token_rewards"] = True
+        for name, value in out.metrics.items():
+            tags[f"agent/{name}"] = float(value)
+        return tags
 
     async def _generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Any:
         return await self.worker.engine.generate(prompt_ids, sampling)
