@@ -107,8 +107,9 @@ class RolloutWorker:
         from pathlib import Path
 
         td = self.plane.kv_batch_get(list(meta.keys), meta.partition_id,
-                                     ["prompt_ids", "response_ids", "score", "advantages"])
+                                     ["prompt_ids", "response_ids", "score", "advantages", "loss_mask"])
         prompt_rows, response_rows, adv_rows = rows(td["prompt_ids"]), rows(td["response_ids"]), rows(td["advantages"])
+        mask_rows = rows(td["loss_mask"])
         out_rows = []
         for i, (key, tags) in enumerate(zip(meta.keys, meta.tags, strict=True)):
             adv = adv_rows[i]
@@ -120,11 +121,23 @@ class RolloutWorker:
                 "reward": float(td["score"][i]),
                 "advantage": float(adv.float().mean()) if adv.numel() else 0.0,
                 "response_len": tags.get("response_len"),
+                # multi-turn: what the policy generated ("gen") and what it read ("obs")
+                "segments": self._segments(response_rows[i].tolist(), mask_rows[i].tolist()),
             })
         out = Path(path)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text("".join(json.dumps(r) + "\n" for r in out_rows))
         return len(out_rows)
+
+    def _segments(self, ids: list[int], mask: list[int]) -> list[list[str]]:
+        out: list[list[str]] = []
+        start = 0
+        for end in range(1, len(ids) + 1):
+            if end == len(ids) or mask[end] != mask[start]:
+                text = self.tokenizer.decode(ids[start:end], skip_special_tokens=False)
+                out.append(["gen" if mask[start] else "obs", text])
+                start = end
+        return out
 
     # ------------------------------------------------------------------ weights
     def update_weights(self, weights: Any, version: int) -> int:
