@@ -5,7 +5,9 @@ without a tool call is the final answer and ends the session; a turn with calls 
 by running them (each under ``tool_timeout_s``) and appending the rendered results as
 observation tokens (loss mask 0). Limits: ``max_turns`` generation turns, ``max_total_tokens``
 response tokens per output (generated + observed; an observation that would not leave room
-to answer is not appended, so an output never ends on an observation).
+to answer is not appended, so an output never ends on an observation). Reward functions
+score the last turn; a session whose last turn is a call left unanswered (``max_turns``)
+has no answer, and they score an empty one.
 
 Many outputs per session: with ``new_output_at_tokens``, when the context would grow past
 that many tokens the current output is closed and a new one starts from the prompt plus the
@@ -110,7 +112,9 @@ class ToolAgentLoop:
             if not outputs:
                 raise RuntimeError("the tool loop produced no turn")
         else:
-            outputs.append(traj.to_output(reward_ids=traj.last_turn_ids, finish_reason=finish))
+            # A session cut off with a call still pending has no final answer to score.
+            answer = [] if finish == "max_turns" else traj.last_turn_ids
+            outputs.append(traj.to_output(reward_ids=answer, finish_reason=finish))
         metrics = dict(counts, turns=float(sum(out.num_turns for out in outputs)),
                        outputs=float(len(outputs)))
         for out in outputs:

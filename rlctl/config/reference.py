@@ -139,6 +139,10 @@ _OPTION_TABLES = {
     "reward_function": ("rewards.options", "[rewards]", "name"),
     "task": ("data.task_options", "data", "task"),
     "metric_sink": ("logging.sink_options.NAME", "logging", "sinks"),
+    # agents (issue 15)
+    "agent_loop": ("rollout.agent_loop_options", "rollout", "agent_loop"),
+    "tool": ("rollout.tools.options", "[rollout.tools]", "name"),
+    "environment": ("rollout.environment.options", "rollout.environment", "name"),
 }
 
 

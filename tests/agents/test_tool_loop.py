@@ -50,6 +50,7 @@ def test_max_turns_leaves_the_last_call_unanswered():
     [out] = run(loop, ScriptedPolicy(["#", "#", "7<eos>"]))
     assert out.num_turns == 2 and out.finish_reason == "max_turns"
     assert out.loss_mask == [1, 0, 1]  # ends on the model's turn, never on an observation
+    assert out.reward_ids == []  # a pending call is no answer
 
 
 def test_max_total_tokens_caps_the_turn_and_never_ends_on_an_observation():

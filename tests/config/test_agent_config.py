@@ -1,0 +1,49 @@
+"""Agent recipes: loops get the tools / environment they use, names and options are checked."""
+
+from __future__ import annotations
+
+from config_helpers import BASE
+
+TOOL = BASE + '[rollout]\nagent_loop = "tool"\ntool_parser = "compact"\n'
+
+
+def paths(problems):
+    return [p.path for p in problems]
+
+
+def test_the_tool_loop_needs_tools_and_single_turn_takes_none(problems, load):
+    (p,) = problems(TOOL)
+    assert p.path == "rollout.tools" and "needs tools" in p.message
+    load(TOOL + '[[rollout.tools]]\nname = "lookup"\n')
+    got = problems(BASE + '[[rollout.tools]]\nname = "lookup"\n')
+    assert paths(got) == ["rollout.tools"] and "does not use" in got[0].message
+
+
+def test_unknown_tools_and_bad_tool_options_name_their_key_path(problems):
+    got = problems(TOOL + '[[rollout.tools]]\nname = "lookpu"\n')
+    assert paths(got) == ["rollout.tools[0].name"] and "lookup" in got[0].fix
+    got = problems(TOOL + '[[rollout.tools]]\nname = "lookup"\noptions = {keys = "x"}\n')
+    assert paths(got) == ["rollout.tools[0].options.keys"]
+
+
+def test_agent_loop_options_are_validated_by_the_loops_model(problems, load):
+    got = problems(TOOL + '[[rollout.tools]]\nname = "lookup"\n'
+                   '[rollout.agent_loop_options]\nmax_turns = 0\n')
+    assert paths(got) == ["rollout.agent_loop_options.max_turns"]
+    got = problems(BASE + '[rollout.agent_loop_options]\nmax_turns = 2\n')
+    assert paths(got) == ["rollout.agent_loop_options"] and "takes no options" in got[0].message
+
+
+def test_the_env_loop_needs_a_registered_environment(problems, load):
+    env = BASE + '[rollout]\nagent_loop = "env"\n'
+    assert paths(problems(env)) == ["rollout.environment"]
+    got = problems(env + '[rollout.environment]\nname = "guess"\n')
+    assert paths(got) == ["rollout.environment.name"] and "guess_digit" in got[0].fix
+    load(env + '[rollout.environment]\nname = "guess_digit"\noptions = {high = 7}\n')
+
+
+def test_compact_calls_offer_one_tool_and_openai_agent_needs_its_function(problems):
+    got = problems(TOOL + '[[rollout.tools]]\nname = "lookup"\n[[rollout.tools]]\nname = "calculator"\n')
+    assert paths(got) == ["rollout.tool_parser"]
+    got = problems(BASE + '[rollout]\nagent_loop = "openai_agent"\n')
+    assert paths(got) == ["rollout.agent_loop_options.agent"]
