@@ -22,9 +22,9 @@ class GuessDigitOptions(BaseModel):
     lower: str = "-"
     """Observation after a guess above the target."""
     invalid: str = "?"
-    """Observation after an action that is not one digit."""
+    """Observation after an action that is not one digit in [low, high]."""
     end_on_invalid: bool = True
-    """End the episode (reward 0) on an action that is not one digit."""
+    """End the episode (reward 0) on an action that is not one digit in [low, high]."""
 
     @model_validator(mode="after")
     def _range(self) -> GuessDigitOptions:
@@ -51,7 +51,7 @@ class GuessDigit:
     def step(self, action: str) -> StepResult:
         o = self.options
         guess = action.strip()
-        if len(guess) != 1 or not guess.isdigit():
+        if len(guess) != 1 or not guess.isdigit() or not o.low <= int(guess) <= o.high:
             return StepResult(o.invalid, 0.0, o.end_on_invalid, {"valid": False})
         value = int(guess)
         if value == self.target:

@@ -119,4 +119,5 @@ class ToolAgentLoop:
                        outputs=float(len(outputs)))
         for out in outputs:
             out.metrics = metrics
+            out.extra.update(counts)  # reward functions may read the tool use
         return outputs

@@ -136,9 +136,3 @@ def build_tools(sections: Any, registry: Any) -> dict[str, Tool]:
         tools[name] = tool
     return tools
 
-
-def tool_schemas(recipe: Any, registry: Any) -> list[dict[str, Any]] | None:
-    """Schemas of the recipe's tools for the chat template (``None`` without tools)."""
-    if not recipe.rollout.tools:
-        return None
-    return [tool.schema() for tool in build_tools(recipe.rollout.tools, registry).values()]

@@ -23,6 +23,21 @@ def register_tool_parsers(register) -> None:  # type: ignore[no-untyped-def]
              description="tiny models: ARGS# calls the one tool, its result follows as text")
 
 
+def tool_called(sample, **options) -> float:  # type: ignore[no-untyped-def]
+    """1.0 when the episode made at least one tool call that returned (``extra["tool_calls"]``).
+
+    A small shaping bonus for the first steps of a model that has never used the tool.
+    """
+    calls = float(sample.extra.get("tool_calls", 0.0)) - float(sample.extra.get("tool_errors", 0.0))
+    return 1.0 if calls > 0 else 0.0
+
+
+@hookimpl
+def register_reward_functions(register) -> None:  # type: ignore[no-untyped-def]
+    register("tool_called", tool_called,
+             description="1 when the episode made a tool call that returned (a shaping bonus)")
+
+
 @hookimpl
 def register_tasks(register) -> None:  # type: ignore[no-untyped-def]
     from rlctl.tasks.agent_tasks import ToolSecretOptions

@@ -97,3 +97,28 @@ def test_chat_deltas_start_after_the_assistants_eos(chat_model_dir):
     full = tok.apply_chat_template(conv + [{"role": "user", "content": "higher"}], tokenize=False,
                                    add_generation_prompt=True)
     assert head.rstrip("\n") + tok.decode(delta) == full
+
+
+def test_prompts_render_the_tool_schemas_through_the_chat_template(chat_model_dir, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from rlctl.config.recipe import Recipe
+    from rlctl.dataplane.memory import MemoryDataPlane
+    from rlctl.models.loading import load_tokenizer
+    from rlctl.trainer.controller.prompts import PromptFeeder
+
+    path = tmp_path / "train.parquet"
+    pq.write_table(pa.table({"prompt": [[{"role": "user", "content": "6*7?"}]],
+                             "reward_model": [{"ground_truth": "42"}]}), path)
+    recipe = Recipe.model_validate({
+        "model": {"path": str(chat_model_dir)}, "data": {"train": str(path)},
+        "rollout": {"agent_loop": "tool", "tools": [{"name": "calculator"}]},
+        "rewards": [{"name": "gsm8k"}]})
+    tok = load_tokenizer(recipe.model)
+    plane = MemoryDataPlane()
+    meta = PromptFeeder(recipe, tok, plane).next_batch(1, partition="train", global_step=1, n=2)
+    td = plane.kv_batch_get(list(meta.keys), meta.partition_id, ["prompt_ids"])
+    text = tok.decode(td["prompt_ids"].unbind()[0].tolist())
+    assert text.startswith("<|im_start|>system\n# Tools\n{\"type\": \"function\"")
+    assert '"name": "calculator"' in text and text.endswith("6*7?<|im_end|>\n<|im_start|>assistant\n")

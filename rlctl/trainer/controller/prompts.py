@@ -53,10 +53,14 @@ class PromptFeeder:
     def tool_schemas(self) -> list[dict[str, Any]] | None:
         """The recipe's tool descriptions for the chat template (``None`` without tools)."""
         if self._tools is None and self.recipe.rollout.tools:
-            from rlctl.agents.tools import tool_schemas
             from rlctl.registry import get_registry
 
-            self._tools = tool_schemas(self.recipe, get_registry())
+            registry = get_registry()
+            self._tools = []
+            for section in self.recipe.rollout.tools:  # tools build cheaply (hookspecs)
+                reg = registry.get("tool", section.name)
+                options = reg.options.model_validate(dict(section.options)) if reg.options else None
+                self._tools.append(reg.load()(options).schema())
         return self._tools
 
     def state_dict(self) -> dict[str, Any]:
