@@ -23,19 +23,23 @@ def register_tool_parsers(register) -> None:  # type: ignore[no-untyped-def]
              description="tiny models: ARGS# calls the one tool, its result follows as text")
 
 
-def tool_called(sample, **options) -> float:  # type: ignore[no-untyped-def]
-    """1.0 when the episode made at least one tool call that returned (``extra["tool_calls"]``).
+def tool_answer_match(sample, **options) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    """``digits_match`` of the final answer, counted only after a tool call that returned.
 
-    A small shaping bonus for the first steps of a model that has never used the tool.
+    For tasks whose answer only a tool knows (``tool_secret``): a guess without looking the
+    value up scores 0 however lucky it is, so guessing is never a way to the reward.
     """
-    calls = float(sample.extra.get("tool_calls", 0.0)) - float(sample.extra.get("tool_errors", 0.0))
-    return 1.0 if calls > 0 else 0.0
+    from rlctl.rewards.match import digits_match
+
+    returned = float(sample.extra.get("tool_calls", 0.0)) - float(sample.extra.get("tool_errors", 0.0))
+    result = digits_match(sample)
+    return result if returned > 0 else {"score": 0.0, "exact": 0.0}
 
 
 @hookimpl
 def register_reward_functions(register) -> None:  # type: ignore[no-untyped-def]
-    register("tool_called", tool_called,
-             description="1 when the episode made a tool call that returned (a shaping bonus)")
+    register("tool_answer_match", tool_answer_match,
+             description="digits_match of the answer, 0 unless a tool call returned first")
 
 
 @hookimpl
@@ -44,4 +48,4 @@ def register_tasks(register) -> None:  # type: ignore[no-untyped-def]
 
     register("tool_secret", "rlctl.tasks.agent_tasks:tool_secret", options=ToolSecretOptions,
              description="digits then '=' -> a hidden digit only the lookup tool returns",
-             reward="digits_match")
+             reward="tool_answer_match")

@@ -144,6 +144,7 @@ def test_the_hermes_loop_renders_results_with_the_chat_template(chat_model_dir):
     tok = load_tokenizer(r.model)
     loop = build_loop(r, tok)
     call = '<tool_call>{"name": "calculator", "arguments": {"expression": "6*7"}}</tool_call><|im_end|>'
+
     def enc(s):
         return tok(s, add_special_tokens=False)["input_ids"]
 

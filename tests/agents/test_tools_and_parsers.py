@@ -122,3 +122,21 @@ def test_prompts_render_the_tool_schemas_through_the_chat_template(chat_model_di
     text = tok.decode(td["prompt_ids"].unbind()[0].tolist())
     assert text.startswith("<|im_start|>system\n# Tools\n{\"type\": \"function\"")
     assert '"name": "calculator"' in text and text.endswith("6*7?<|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_agent_rewards_read_what_the_loops_recorded():
+    from rlctl.plugins.agent_loops import agent_reward
+    from rlctl.plugins.environments import env_reward
+    from rlctl.plugins.tools import tool_answer_match
+    from rlctl.rewards.base import RewardInput
+
+    def sample(text, **extra):
+        return RewardInput("q", text, (), {"ground_truth": "7"}, "t", extra=extra)
+
+    assert tool_answer_match(sample("7", tool_calls=1.0, tool_errors=0.0))["score"] == 1.0
+    assert tool_answer_match(sample("7"))["score"] == 0.0  # a lucky guess, no lookup
+    assert tool_answer_match(sample("7", tool_calls=1.0, tool_errors=1.0))["score"] == 0.0
+    assert env_reward(sample("", env_reward=0.75)) == 0.75
+    assert agent_reward(sample("", agent_reward=2.0)) == 2.0
+    with pytest.raises(KeyError, match="env agent loop"):
+        env_reward(sample(""))
