@@ -16,6 +16,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+# Measured (seed 0, docs/agents.md): the tool task passes 0.6 around step 25, the env task
+# around step 75; these step counts leave room, the floors are below the measured means.
+STEPS_TOOL, FLOOR_TOOL = 50, 0.6
+STEPS_ENV, FLOOR_ENV = 100, 0.5
 
 
 def train(tmp_path: Path, recipe: str, steps: int) -> list[dict]:
@@ -37,7 +41,7 @@ def climbs(values: list[float], floor: float) -> None:
 @pytest.mark.timeout(1800)
 def test_tiny_tool_recipe_learns_to_call_the_tool(tmp_path):
     rows = train(tmp_path, "recipes/tiny_tool_grpo.toml", STEPS_TOOL)
-    climbs([r["reward/digits_match"] for r in rows], FLOOR_TOOL)  # the task reward, no bonus
+    climbs([r["reward/tool_answer_match"] for r in rows], FLOOR_TOOL)
     assert sum(r["agent/tool_calls"] for r in rows[-10:]) / 10 > 0.9
 
 

@@ -6,7 +6,7 @@ import asyncio
 import types
 
 import pytest
-from conftest import ScriptedPolicy, build_loop, ids, recipe, record
+from agent_helpers import ScriptedPolicy, build_loop, ids, recipe, record
 
 from rlctl.agents.environment import StepResult
 from rlctl.engines.rollout.contract import SamplingParams

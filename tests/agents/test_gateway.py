@@ -7,7 +7,7 @@ import asyncio
 import agent_functions as fns
 import openai
 import pytest
-from conftest import build_loop, recipe
+from agent_helpers import build_loop, recipe
 
 from rlctl.agents.gateway import Gateway
 from rlctl.agents.observation import chat_delta_ids

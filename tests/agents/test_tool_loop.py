@@ -6,7 +6,7 @@ import asyncio
 import time
 
 import pytest
-from conftest import TOK, ScriptedPolicy, build_loop, ids, recipe, record
+from agent_helpers import TOK, ScriptedPolicy, build_loop, ids, recipe, record
 
 from rlctl.agents.tools import ToolFailure
 from rlctl.hookspecs import hookimpl

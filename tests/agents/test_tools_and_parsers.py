@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from conftest import TOK, ids, record
+from agent_helpers import TOK, ids, record
 
 from rlctl.agents.builtin_tools import Calculator, Lookup
 from rlctl.agents.tool_parsers import CompactToolParser, HermesToolParser

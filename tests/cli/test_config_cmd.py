@@ -168,6 +168,8 @@ temperature = 1.0
 top_p = 1.0
 top_k = 0
 agent_loop = "single_turn"
+agent_loop_options = {}
+tools = []
 val_temperature = 0.0
 val_group_size = 1
 
