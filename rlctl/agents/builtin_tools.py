@@ -11,9 +11,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from rlctl.agents.tools import ToolContext, function_schema
 
 _OPS = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-    ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
-    ast.Pow: operator.pow, ast.USub: operator.neg, ast.UAdd: operator.pos,
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+    ast.USub: operator.neg,
+    ast.UAdd: operator.pos,
 }
 
 
@@ -41,9 +47,11 @@ class Calculator:
 
     def schema(self) -> dict[str, Any]:
         return function_schema(
-            self.name, "Evaluate an arithmetic expression such as (12 + 30) * 4 / 3.",
+            self.name,
+            "Evaluate an arithmetic expression such as (12 + 30) * 4 / 3.",
             {"expression": {"type": "string", "description": "the expression to evaluate"}},
-            ["expression"])
+            ["expression"],
+        )
 
     def call(self, arguments: dict[str, Any], ctx: ToolContext) -> str:
         expr = str(arguments.get("expression", arguments.get("input", "")))
@@ -92,8 +100,10 @@ class Lookup:
 
     def schema(self) -> dict[str, Any]:
         return function_schema(
-            self.name, "Look up the stored value for this question.",
-            {"input": {"type": "string", "description": "what to look up (optional)"}})
+            self.name,
+            "Look up the stored value for this question.",
+            {"input": {"type": "string", "description": "what to look up (optional)"}},
+        )
 
     async def call(self, arguments: dict[str, Any], ctx: ToolContext) -> str:
         truth = ctx.record.ground_truth

@@ -57,10 +57,13 @@ class EnvAgentLoop:
         if section is None:
             raise ValueError("the env agent loop needs an environment: add [rollout.environment]")
         reg = registry.get("environment", section.name)
-        self.env_options = reg.options.model_validate(dict(section.options)) if reg.options else None
+        self.env_options = (
+            reg.options.model_validate(dict(section.options)) if reg.options else None
+        )
         self.factory = reg.load()
         self.chat = self.options.observation_format == "chat" or (
-            self.options.observation_format == "auto" and has_chat_template(self.tokenizer))
+            self.options.observation_format == "auto" and has_chat_template(self.tokenizer)
+        )
 
     def _obs_ids(self, text: str) -> list[int]:
         return observation_ids(self.tokenizer, text, mode="chat" if self.chat else "text")
@@ -68,22 +71,29 @@ class EnvAgentLoop:
     async def _timed(self, value: Any) -> Any:
         return await asyncio.wait_for(maybe_await(value), self.options.step_timeout_s)
 
-    async def run(self, prompt: PromptRecord, session_id: int, sampling: SamplingParams,
-                  generate: GenerateFn) -> list[AgentOutput]:
+    async def run(
+        self, prompt: PromptRecord, session_id: int, sampling: SamplingParams, generate: GenerateFn
+    ) -> list[AgentOutput]:
         o = self.options
         env = self.factory(self.env_options)
         try:
             first = str(await self._timed(env.reset(prompt)) or "")
             if first and self.chat:
-                raise ValueError("with a chat template the environment's reset must return "
-                                 "\"\" (put the first observation into the prompt)")
-            traj = Trajectory(list(prompt.prompt_ids) + (text_ids(self.tokenizer, first) if first else []))
+                raise ValueError(
+                    "with a chat template the environment's reset must return "
+                    '"" (put the first observation into the prompt)'
+                )
+            traj = Trajectory(
+                list(prompt.prompt_ids) + (text_ids(self.tokenizer, first) if first else [])
+            )
             total, done, info, steps = 0.0, False, {}, 0
             for turn in range(o.max_turns):
                 budget = o.max_total_tokens - traj.response_tokens
                 if budget <= 0:
                     break
-                turn_sampling = replace(sampling, max_new_tokens=min(sampling.max_new_tokens, budget))
+                turn_sampling = replace(
+                    sampling, max_new_tokens=min(sampling.max_new_tokens, budget)
+                )
                 traj.add_generation(await generate(traj.context, turn_sampling))
                 action = self.tokenizer.decode(traj.last_turn_ids, skip_special_tokens=True)
                 result = StepResult.of(await self._timed(env.step(action)))

@@ -44,8 +44,10 @@ class StepResult:
         if isinstance(value, tuple) and len(value) == 4:
             obs, reward, done, info = value
             return cls(str(obs), float(reward), bool(done), dict(info or {}))
-        raise TypeError(f"an environment's step must return a StepResult or a 4-tuple "
-                        f"(observation, reward, done, info), got {type(value).__name__}")
+        raise TypeError(
+            f"an environment's step must return a StepResult or a 4-tuple "
+            f"(observation, reward, done, info), got {type(value).__name__}"
+        )
 
 
 @runtime_checkable

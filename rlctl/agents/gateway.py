@@ -66,7 +66,8 @@ def _template_message(message: dict[str, Any]) -> dict[str, Any]:
     if out.get("tool_calls"):
         out["tool_calls"] = [
             {"type": "function", "function": {"name": n, "arguments": a}}
-            for n, a in (_norm_call(c) for c in out["tool_calls"])]
+            for n, a in (_norm_call(c) for c in out["tool_calls"])
+        ]
     return out
 
 
@@ -131,7 +132,9 @@ class Gateway:
             self._runner = None
 
     # ------------------------------------------------------------------ sessions
-    def open(self, sampling: SamplingParams, *, max_turns: int, max_total_tokens: int) -> GatewaySession:
+    def open(
+        self, sampling: SamplingParams, *, max_turns: int, max_total_tokens: int
+    ) -> GatewaySession:
         key = secrets.token_urlsafe(24)
         session = GatewaySession(key, sampling, max_turns, max_total_tokens)
         self.sessions[key] = session
@@ -148,14 +151,25 @@ class Gateway:
         from aiohttp import web
 
         if self._session_of(request) is None:
-            return self._error(GatewayError(401, "unknown session: use the API key of an open episode",
-                                            "authentication_error"))
-        return web.json_response({"object": "list", "data": [
-            {"id": self.model_name, "object": "model", "created": 0, "owned_by": "rlctl"}]})
+            return self._error(
+                GatewayError(
+                    401,
+                    "unknown session: use the API key of an open episode",
+                    "authentication_error",
+                )
+            )
+        return web.json_response(
+            {
+                "object": "list",
+                "data": [
+                    {"id": self.model_name, "object": "model", "created": 0, "owned_by": "rlctl"}
+                ],
+            }
+        )
 
     def _session_of(self, request: Any) -> GatewaySession | None:
         auth = request.headers.get("Authorization", "")
-        key = auth[len("Bearer "):] if auth.startswith("Bearer ") else ""
+        key = auth[len("Bearer ") :] if auth.startswith("Bearer ") else ""
         return self.sessions.get(key)
 
     def _error(self, exc: GatewayError) -> Any:
@@ -163,7 +177,8 @@ class Gateway:
 
         return web.json_response(
             {"error": {"message": str(exc), "type": exc.kind, "param": None, "code": None}},
-            status=exc.status)
+            status=exc.status,
+        )
 
     async def _chat(self, request: Any) -> Any:
         from aiohttp import web
@@ -171,13 +186,20 @@ class Gateway:
         session = self._session_of(request)
         try:
             if session is None:
-                raise GatewayError(401, "unknown session: use the API key of an open episode",
-                                   "authentication_error")
+                raise GatewayError(
+                    401,
+                    "unknown session: use the API key of an open episode",
+                    "authentication_error",
+                )
             try:
                 body = await request.json()
             except ValueError as exc:
                 raise GatewayError(400, f"the body is not JSON: {exc}") from exc
-            if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body["messages"]:
+            if (
+                not isinstance(body, dict)
+                or not isinstance(body.get("messages"), list)
+                or not body["messages"]
+            ):
                 raise GatewayError(400, "messages must be a non-empty list")
             if body.get("stream"):
                 raise GatewayError(400, "stream=true is not supported by the rlctl gateway")
@@ -192,19 +214,28 @@ class Gateway:
     # ------------------------------------------------------------------ one turn
     async def _complete(self, session: GatewaySession, body: dict[str, Any]) -> dict[str, Any]:
         if session.turns >= session.max_turns:
-            raise GatewayError(400, f"this episode reached its turn limit ({session.max_turns} "
-                                    "chat completions; agent_loop_options.max_turns)")
+            raise GatewayError(
+                400,
+                f"this episode reached its turn limit ({session.max_turns} "
+                "chat completions; agent_loop_options.max_turns)",
+            )
         messages = [dict(m) for m in body["messages"]]
         tools = body.get("tools") or None
         self._extend(session, messages, tools)
         traj = session.traj
         assert traj is not None
         budget = session.max_total_tokens - traj.response_tokens
-        limit = body.get("max_completion_tokens") or body.get("max_tokens") or session.sampling.max_new_tokens
+        limit = (
+            body.get("max_completion_tokens")
+            or body.get("max_tokens")
+            or session.sampling.max_new_tokens
+        )
         max_new = min(int(limit), session.sampling.max_new_tokens, budget)
         if max_new <= 0:
             session.turns += 1
-            session.history = [_norm(m) for m in messages] + [_norm({"role": "assistant", "content": ""})]
+            session.history = [_norm(m) for m in messages] + [
+                _norm({"role": "assistant", "content": ""})
+            ]
             version = traj.versions[-1] if traj.versions else 0
             return self._answer(session, "", [], "length", 0, [], [], version)
         gen = await self.generate(traj.context, replace(session.sampling, max_new_tokens=max_new))
@@ -218,55 +249,111 @@ class Gateway:
         for special in getattr(self.tokenizer, "all_special_tokens", []):
             text = text.replace(special, "")
         finish = "tool_calls" if calls else gen.finish_reason
-        reply = {"role": "assistant", "content": text,
-                 "tool_calls": [{"id": f"call_{session.turns}_{i}", "type": "function",
-                                 "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
-                                for i, c in enumerate(calls)] or None}
+        reply = {
+            "role": "assistant",
+            "content": text,
+            "tool_calls": [
+                {
+                    "id": f"call_{session.turns}_{i}",
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
+                }
+                for i, c in enumerate(calls)
+            ]
+            or None,
+        }
         session.history = [_norm(m) for m in messages] + [_norm(reply)]
-        return self._answer(session, text, reply["tool_calls"] or [], finish, len(gen.token_ids),
-                            list(gen.token_ids), list(gen.log_probs), gen.weight_version,
-                            logprobs=bool(body.get("logprobs")))
+        return self._answer(
+            session,
+            text,
+            reply["tool_calls"] or [],
+            finish,
+            len(gen.token_ids),
+            list(gen.token_ids),
+            list(gen.log_probs),
+            gen.weight_version,
+            logprobs=bool(body.get("logprobs")),
+        )
 
-    def _extend(self, session: GatewaySession, messages: list[dict[str, Any]],
-                tools: list[dict[str, Any]] | None) -> None:
+    def _extend(
+        self,
+        session: GatewaySession,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+    ) -> None:
         """Append the request's new messages to the trajectory, or start a new output."""
         n = len(session.history)
-        same = session.traj is not None and len(messages) > n and \
-            [_norm(m) for m in messages[:n]] == session.history and tools == session.tools
+        same = (
+            session.traj is not None
+            and len(messages) > n
+            and [_norm(m) for m in messages[:n]] == session.history
+            and tools == session.tools
+        )
         if same:
             new = [_template_message(m) for m in messages[n:]]
-            session.traj.add_observation(chat_delta_ids(self.tokenizer, new))  # type: ignore[union-attr]
+            traj = session.traj
+            assert traj is not None
+            traj.add_observation(chat_delta_ids(self.tokenizer, new))
             return
         session.close_output()  # a different history: this output ends, a new one starts
         kwargs = {"tools": tools} if tools else {}
         ids = self.tokenizer.apply_chat_template(
-            [_template_message(m) for m in messages], tokenize=True, add_generation_prompt=True,
-            return_dict=False, **kwargs)
+            [_template_message(m) for m in messages],
+            tokenize=True,
+            add_generation_prompt=True,
+            return_dict=False,
+            **kwargs,
+        )
         if isinstance(ids, dict) or hasattr(ids, "keys"):
             ids = ids["input_ids"]
         session.traj = Trajectory([int(t) for t in ids])
         session.tools = tools
 
-    def _answer(self, session: GatewaySession, text: str, tool_calls: list[dict[str, Any]],
-                finish: str, completion_tokens: int, token_ids: list[int], log_probs: list[float],
-                version: int, *, logprobs: bool = False) -> dict[str, Any]:
+    def _answer(
+        self,
+        session: GatewaySession,
+        text: str,
+        tool_calls: list[dict[str, Any]],
+        finish: str,
+        completion_tokens: int,
+        token_ids: list[int],
+        log_probs: list[float],
+        version: int,
+        *,
+        logprobs: bool = False,
+    ) -> dict[str, Any]:
         traj = session.traj
         assert traj is not None
         choice: dict[str, Any] = {
-            "index": 0, "finish_reason": finish,
+            "index": 0,
+            "finish_reason": finish,
             "message": {"role": "assistant", "content": text, "tool_calls": tool_calls or None},
             "logprobs": None,
         }
         if logprobs:
-            choice["logprobs"] = {"content": [
-                {"token": self.tokenizer.decode([t]), "logprob": lp, "bytes": None, "top_logprobs": []}
-                for t, lp in zip(token_ids, log_probs)]}
+            choice["logprobs"] = {
+                "content": [
+                    {
+                        "token": self.tokenizer.decode([t]),
+                        "logprob": lp,
+                        "bytes": None,
+                        "top_logprobs": [],
+                    }
+                    for t, lp in zip(token_ids, log_probs)
+                ]
+            }
         prompt_tokens = len(traj.context) - completion_tokens
         return {
-            "id": f"chatcmpl-{secrets.token_hex(8)}", "object": "chat.completion",
-            "created": int(time.time()), "model": self.model_name, "choices": [choice],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens},
+            "id": f"chatcmpl-{secrets.token_hex(8)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model_name,
+            "choices": [choice],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
             # what the trainer will see for this turn (an extension; clients ignore it)
             "rlctl": {"token_ids": token_ids, "weight_version": version},
         }

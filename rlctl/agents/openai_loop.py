@@ -44,7 +44,9 @@ def load_agent(path: str) -> Any:
     for part in attr.split("."):
         obj = getattr(obj, part)
     if not asyncio.iscoroutinefunction(obj):
-        raise TypeError(f"agent {path!r} must be an async function: async def agent(client, record)")
+        raise TypeError(
+            f"agent {path!r} must be an async function: async def agent(client, record)"
+        )
     return obj
 
 
@@ -53,7 +55,9 @@ class OpenAIAgentLoop:
 
     def __init__(self, spec: AgentLoopSpec) -> None:
         if spec.options is None:
-            raise ValueError("the openai_agent loop needs agent_loop_options.agent = \"module:function\"")
+            raise ValueError(
+                'the openai_agent loop needs agent_loop_options.agent = "module:function"'
+            )
         self.options: OpenAIAgentOptions = spec.options
         self.tokenizer = spec.tokenizer
         self.agent = load_agent(self.options.agent)
@@ -84,17 +88,23 @@ class OpenAIAgentLoop:
                 await self._gateway.stop()
                 self._gateway = None
 
-    async def run(self, prompt: PromptRecord, session_id: int, sampling: SamplingParams,
-                  generate: GenerateFn) -> list[AgentOutput]:
+    async def run(
+        self, prompt: PromptRecord, session_id: int, sampling: SamplingParams, generate: GenerateFn
+    ) -> list[AgentOutput]:
         import openai
 
         o = self.options
         gateway = await self._acquire(generate)
         session = gateway.open(sampling, max_turns=o.max_turns, max_total_tokens=o.max_total_tokens)
-        client = openai.AsyncOpenAI(base_url=gateway.base_url, api_key=session.key, max_retries=0,
-                                    timeout=o.episode_timeout_s)
-        record = AgentRecord(prompt.uid, session_id, prompt.prompt, prompt.ground_truth,
-                             prompt.data_source)
+        client = openai.AsyncOpenAI(
+            base_url=gateway.base_url,
+            api_key=session.key,
+            max_retries=0,
+            timeout=o.episode_timeout_s,
+        )
+        record = AgentRecord(
+            prompt.uid, session_id, prompt.prompt, prompt.ground_truth, prompt.data_source
+        )
         try:
             returned = await asyncio.wait_for(self.agent(client, record), o.episode_timeout_s)
         finally:
@@ -106,6 +116,8 @@ class OpenAIAgentLoop:
         for out in outputs:
             if isinstance(returned, int | float) and not isinstance(returned, bool):
                 out.extra["agent_reward"] = float(returned)
-            out.metrics = {"turns": float(sum(x.num_turns for x in outputs)),
-                           "outputs": float(len(outputs))}
+            out.metrics = {
+                "turns": float(sum(x.num_turns for x in outputs)),
+                "outputs": float(len(outputs)),
+            }
         return outputs

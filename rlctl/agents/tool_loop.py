@@ -43,13 +43,15 @@ class ToolLoopOptions(BaseModel):
     tool_timeout_s: PositiveFloat = 30.0
     """Seconds one tool call may take; a slower call is cut off and answered with an error."""
     on_tool_error: Literal["observe", "fail"] = "observe"
-    """A raising or hung tool: ``observe`` = the model reads the error, ``fail`` = the session fails."""
+    """A raising or hung tool: ``observe`` = the model reads the error, ``fail`` = the session
+    fails."""
     max_parallel_calls: PositiveInt = 4
     """Calls of one turn that are run; further calls in the same turn are ignored."""
     max_result_chars: PositiveInt = 4000
     """Tool results longer than this are truncated."""
     new_output_at_tokens: PositiveInt | None = None
-    """Context budget: past it a new output starts from the prompt + the latest turn (``None`` = off)."""
+    """Context budget: past it a new output starts from the prompt + the latest turn
+    (``None`` = off)."""
 
 
 class ToolAgentLoop:
@@ -66,8 +68,9 @@ class ToolAgentLoop:
         self.parser = registry.load("tool_parser", parser_name)(self.tokenizer)
         self.names = list(self.tools)
 
-    async def run(self, prompt: PromptRecord, session_id: int, sampling: SamplingParams,
-                  generate: GenerateFn) -> list[AgentOutput]:
+    async def run(
+        self, prompt: PromptRecord, session_id: int, sampling: SamplingParams, generate: GenerateFn
+    ) -> list[AgentOutput]:
         o = self.options
         ctx = ToolContext(prompt, session_id)
         stops = tuple(dict.fromkeys((*sampling.stop_token_ids, *self.parser.stop_token_ids)))
@@ -80,8 +83,9 @@ class ToolAgentLoop:
             if budget <= 0:
                 finish = "length"
                 break
-            turn_sampling = replace(sampling, max_new_tokens=min(sampling.max_new_tokens, budget),
-                                    stop_token_ids=stops)
+            turn_sampling = replace(
+                sampling, max_new_tokens=min(sampling.max_new_tokens, budget), stop_token_ids=stops
+            )
             traj.add_generation(await generate(traj.context, turn_sampling))
             text = self.tokenizer.decode(traj.last_turn_ids, skip_special_tokens=False)
             _, calls = self.parser.parse(text, self.names)
@@ -91,10 +95,19 @@ class ToolAgentLoop:
                 finish = "max_turns"
                 break
             calls = calls[: o.max_parallel_calls]
-            results = await asyncio.gather(*(
-                run_call(self.tools, call, ctx, timeout_s=o.tool_timeout_s,
-                         on_error=o.on_tool_error, max_chars=o.max_result_chars)
-                for call in calls))
+            results = await asyncio.gather(
+                *(
+                    run_call(
+                        self.tools,
+                        call,
+                        ctx,
+                        timeout_s=o.tool_timeout_s,
+                        on_error=o.on_tool_error,
+                        max_chars=o.max_result_chars,
+                    )
+                    for call in calls
+                )
+            )
             counts["tool_calls"] += len(results)
             counts["tool_errors"] += sum(not r.ok for r in results)
             counts["tool_timeouts"] += sum(r.timed_out for r in results)
@@ -102,7 +115,10 @@ class ToolAgentLoop:
             if traj.response_tokens + len(obs) >= o.max_total_tokens:
                 finish = "length"  # no room left to answer: end on the model's own turn
                 break
-            if o.new_output_at_tokens is not None and len(traj.context) + len(obs) > o.new_output_at_tokens:
+            if (
+                o.new_output_at_tokens is not None
+                and len(traj.context) + len(obs) > o.new_output_at_tokens
+            ):
                 outputs.append(traj.to_output(reward_ids=traj.last_turn_ids))
                 # the new context: the prompt, then the latest turn and its results
                 traj = Trajectory(list(prompt.prompt_ids) + traj.last_turn_ids + obs)
@@ -115,8 +131,9 @@ class ToolAgentLoop:
             # A session cut off with a call still pending has no final answer to score.
             answer = [] if finish == "max_turns" else traj.last_turn_ids
             outputs.append(traj.to_output(reward_ids=answer, finish_reason=finish))
-        metrics = dict(counts, turns=float(sum(out.num_turns for out in outputs)),
-                       outputs=float(len(outputs)))
+        metrics = dict(
+            counts, turns=float(sum(out.num_turns for out in outputs)), outputs=float(len(outputs))
+        )
         for out in outputs:
             out.metrics = metrics
             out.extra.update(counts)  # reward functions may read the tool use

@@ -46,14 +46,17 @@ class HermesToolParser:
                     raise TypeError("name must be a string and arguments an object")
                 calls.append(ToolCall(name, args))
             except (ValueError, KeyError, TypeError) as exc:
-                calls.append(ToolCall("?", {}, error=f"unreadable tool call {block[:200]!r}: {exc}"))
+                calls.append(
+                    ToolCall("?", {}, error=f"unreadable tool call {block[:200]!r}: {exc}")
+                )
         content = _HERMES.sub("", text).strip()
         return content, calls
 
     def render_results(self, results: Sequence[ToolResult]) -> list[int]:
         if has_chat_template(self.tokenizer):
-            return chat_delta_ids(self.tokenizer,
-                                  [{"role": "tool", "content": r.text} for r in results])
+            return chat_delta_ids(
+                self.tokenizer, [{"role": "tool", "content": r.text} for r in results]
+            )
         body = "".join(f"\n<tool_response>\n{r.text}\n</tool_response>" for r in results)
         return text_ids(self.tokenizer, body + "\n")
 
@@ -67,17 +70,21 @@ class CompactToolParser:
         self.tokenizer = tokenizer
         ids = text_ids(tokenizer, self.CALL_END)
         if len(ids) != 1:
-            raise ValueError(f"the compact tool-call format needs {self.CALL_END!r} to be one "
-                             f"token of the tokenizer, got {ids}; use tool_parser = \"hermes\"")
+            raise ValueError(
+                f"the compact tool-call format needs {self.CALL_END!r} to be one "
+                f'token of the tokenizer, got {ids}; use tool_parser = "hermes"'
+            )
         self.stop_token_ids = (ids[0],)
 
     def parse(self, text: str, tool_names: Sequence[str]) -> tuple[str, list[ToolCall]]:
         if self.CALL_END not in text:
             return text, []
         if len(tool_names) != 1:
-            raise ValueError(f"the compact tool-call format calls the one tool offered, but "
-                             f"{len(tool_names)} are ({', '.join(tool_names)}); offer one tool "
-                             "or use tool_parser = \"hermes\"")
+            raise ValueError(
+                f"the compact tool-call format calls the one tool offered, but "
+                f"{len(tool_names)} are ({', '.join(tool_names)}); offer one tool "
+                'or use tool_parser = "hermes"'
+            )
         args = text.split(self.CALL_END, 1)[0].strip()
         return "", [ToolCall(tool_names[0], {"input": args} if args else {})]
 

@@ -27,7 +27,8 @@ class ToolContext:
     """What a tool call knows about its episode."""
 
     record: PromptRecord
-    """The prompt (its ``ground_truth`` may carry data meant for tools, never shown to the model)."""
+    """The prompt (its ``ground_truth`` may carry data meant for tools, never shown to the
+    model)."""
     session_id: int
     """Which of the prompt's sessions calls."""
     state: dict[str, Any] = field(default_factory=dict)
@@ -69,16 +70,20 @@ class ToolFailure(RuntimeError):
     """A tool call failed and the loop is set to fail the session (``on_tool_error = "fail"``)."""
 
 
-def function_schema(name: str, description: str, properties: dict[str, Any],
-                    required: list[str] | None = None) -> dict[str, Any]:
+def function_schema(
+    name: str, description: str, properties: dict[str, Any], required: list[str] | None = None
+) -> dict[str, Any]:
     """An OpenAI-style function description (what chat templates expect for ``tools=``)."""
     return {
         "type": "function",
         "function": {
             "name": name,
             "description": description,
-            "parameters": {"type": "object", "properties": properties,
-                           "required": list(required or [])},
+            "parameters": {
+                "type": "object",
+                "properties": properties,
+                "required": list(required or []),
+            },
         },
     }
 
@@ -109,8 +114,9 @@ async def run_call(
         if inspect.iscoroutinefunction(tool.call):
             value = await asyncio.wait_for(tool.call(call.arguments, ctx), timeout_s)
         else:  # a blocking tool runs in a thread so it cannot stall the other sessions
-            value = await asyncio.wait_for(asyncio.to_thread(tool.call, call.arguments, ctx),
-                                           timeout_s)
+            value = await asyncio.wait_for(
+                asyncio.to_thread(tool.call, call.arguments, ctx), timeout_s
+            )
     except TimeoutError:
         return failed(f"timed out after {timeout_s:g} s", timed_out=True)
     except ToolFailure:
@@ -135,4 +141,3 @@ def build_tools(sections: Any, registry: Any) -> dict[str, Tool]:
             raise ValueError(f"two [[rollout.tools]] are named {name!r}; give each tool once")
         tools[name] = tool
     return tools
-

@@ -45,7 +45,9 @@ class Trajectory:
         """Append one turn exactly as the engine returned it (ids, log-probs, version)."""
         ids = [int(t) for t in gen.token_ids]
         if len(gen.log_probs) != len(ids):
-            raise ValueError(f"engine returned {len(ids)} tokens but {len(gen.log_probs)} log-probs")
+            raise ValueError(
+                f"engine returned {len(ids)} tokens but {len(gen.log_probs)} log-probs"
+            )
         self.response_ids += ids
         self.log_probs += [float(x) for x in gen.log_probs]
         self.loss_mask += [1] * len(ids)

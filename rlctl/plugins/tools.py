@@ -9,18 +9,32 @@ from rlctl.hookspecs import hookimpl
 def register_tools(register) -> None:  # type: ignore[no-untyped-def]
     from rlctl.agents.builtin_tools import CalculatorOptions, LookupOptions
 
-    register("calculator", "rlctl.agents.builtin_tools:Calculator", options=CalculatorOptions,
-             description="evaluate an arithmetic expression (parsed, never eval-ed)")
-    register("lookup", "rlctl.agents.builtin_tools:Lookup", options=LookupOptions,
-             description="answer with a value stored with the prompt, hidden from the model")
+    register(
+        "calculator",
+        "rlctl.agents.builtin_tools:Calculator",
+        options=CalculatorOptions,
+        description="evaluate an arithmetic expression (parsed, never eval-ed)",
+    )
+    register(
+        "lookup",
+        "rlctl.agents.builtin_tools:Lookup",
+        options=LookupOptions,
+        description="answer with a value stored with the prompt, hidden from the model",
+    )
 
 
 @hookimpl
 def register_tool_parsers(register) -> None:  # type: ignore[no-untyped-def]
-    register("hermes", "rlctl.agents.tool_parsers:HermesToolParser",
-             description="<tool_call>{json}</tool_call> blocks; results as tool messages")
-    register("compact", "rlctl.agents.tool_parsers:CompactToolParser",
-             description="tiny models: ARGS# calls the one tool, its result follows as text")
+    register(
+        "hermes",
+        "rlctl.agents.tool_parsers:HermesToolParser",
+        description="<tool_call>{json}</tool_call> blocks; results as tool messages",
+    )
+    register(
+        "compact",
+        "rlctl.agents.tool_parsers:CompactToolParser",
+        description="tiny models: ARGS# calls the one tool, its result follows as text",
+    )
 
 
 def tool_answer_match(sample, **options) -> dict[str, float]:  # type: ignore[no-untyped-def]
@@ -31,21 +45,30 @@ def tool_answer_match(sample, **options) -> dict[str, float]:  # type: ignore[no
     """
     from rlctl.rewards.match import digits_match
 
-    returned = float(sample.extra.get("tool_calls", 0.0)) - float(sample.extra.get("tool_errors", 0.0))
+    returned = float(sample.extra.get("tool_calls", 0.0)) - float(
+        sample.extra.get("tool_errors", 0.0)
+    )
     result = digits_match(sample)
     return result if returned > 0 else {"score": 0.0, "exact": 0.0}
 
 
 @hookimpl
 def register_reward_functions(register) -> None:  # type: ignore[no-untyped-def]
-    register("tool_answer_match", tool_answer_match,
-             description="digits_match of the answer, 0 unless a tool call returned first")
+    register(
+        "tool_answer_match",
+        tool_answer_match,
+        description="digits_match of the answer, 0 unless a tool call returned first",
+    )
 
 
 @hookimpl
 def register_tasks(register) -> None:  # type: ignore[no-untyped-def]
     from rlctl.tasks.agent_tasks import ToolSecretOptions
 
-    register("tool_secret", "rlctl.tasks.agent_tasks:tool_secret", options=ToolSecretOptions,
-             description="digits then '=' -> a hidden digit only the lookup tool returns",
-             reward="tool_answer_match")
+    register(
+        "tool_secret",
+        "rlctl.tasks.agent_tasks:tool_secret",
+        options=ToolSecretOptions,
+        description="digits then '=' -> a hidden digit only the lookup tool returns",
+        reward="tool_answer_match",
+    )

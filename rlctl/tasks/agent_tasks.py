@@ -45,8 +45,12 @@ class ToolSecretTask(DigitTask):
         n = rng.randint(self.options.min_digits, self.options.max_digits)
         digits = "".join(rng.choice("0123456789") for _ in range(n))
         secret = str(rng.randint(0, 9))
-        return Prompt(text=f"{digits}=", ground_truth={"ground_truth": secret, "secret": secret},
-                      data_source=self.name, extra={"epoch": epoch, "index": index})
+        return Prompt(
+            text=f"{digits}=",
+            ground_truth={"ground_truth": secret, "secret": secret},
+            data_source=self.name,
+            extra={"epoch": epoch, "index": index},
+        )
 
 
 class GuessDigitTask(DigitTask):
@@ -57,15 +61,23 @@ class GuessDigitTask(DigitTask):
     def prompt_at(self, epoch: int, index: int) -> Prompt:
         rng = random.Random(f"{self.name}:{self.split}:{self.seed}:{epoch}:{index}")
         target = str(rng.randint(self.options.low, self.options.high))
-        return Prompt(text="?", ground_truth={"ground_truth": target}, data_source=self.name,
-                      extra={"epoch": epoch, "index": index})
+        return Prompt(
+            text="?",
+            ground_truth={"ground_truth": target},
+            data_source=self.name,
+            extra={"epoch": epoch, "index": index},
+        )
 
 
-def tool_secret(options: ToolSecretOptions, *, seed: int = 0, split: str = "train") -> ToolSecretTask:
+def tool_secret(
+    options: ToolSecretOptions, *, seed: int = 0, split: str = "train"
+) -> ToolSecretTask:
     """``<bos>482=`` -> the hidden digit, e.g. ``7<eos>``, after asking ``lookup``."""
     return ToolSecretTask("tool_secret", str, options, seed=seed, split=split)
 
 
-def guess_digit(options: GuessDigitTaskOptions, *, seed: int = 0, split: str = "train") -> GuessDigitTask:
+def guess_digit(
+    options: GuessDigitTaskOptions, *, seed: int = 0, split: str = "train"
+) -> GuessDigitTask:
     """``<bos>?`` -> guesses until the hidden digit is found."""
     return GuessDigitTask("guess_digit", str, options, seed=seed, split=split)

@@ -45,8 +45,13 @@ def build_chat_tokenizer():  # type: ignore[no-untyped-def]
     tok.pre_tokenizer = pre_tokenizers.Split(Regex(""), behavior="isolated")
     tok.decoder = decoders.Fuse()
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, pad_token="<|endoftext|>", eos_token="<|im_end|>",
-        unk_token="<unk>", padding_side="left", additional_special_tokens=["<|im_start|>"])
+        tokenizer_object=tok,
+        pad_token="<|endoftext|>",
+        eos_token="<|im_end|>",
+        unk_token="<unk>",
+        padding_side="left",
+        additional_special_tokens=["<|im_start|>"],
+    )
     fast.add_tokens(list(MARKUP))  # whole tokens, kept by decode(skip_special_tokens=True)
     fast.chat_template = CHAT_TEMPLATE
     return fast
@@ -60,10 +65,18 @@ def write_chat_model(directory: str | Path, *, seed: int = 0, max_positions: int
     out = Path(directory)
     tokenizer = build_chat_tokenizer()
     config = Qwen3Config(
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-        num_attention_heads=2, num_key_value_heads=1, head_dim=16,
-        max_position_embeddings=max_positions, tie_word_embeddings=True,
-        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        max_position_embeddings=max_positions,
+        tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = Qwen3ForCausalLM(config)

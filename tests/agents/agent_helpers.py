@@ -25,8 +25,10 @@ def ids(text: str) -> list[int]:
 
 
 def recipe(**rollout: Any) -> Recipe:
-    base: dict[str, Any] = {"model": {"path": "tiny", "dtype": "float32"},
-                            "rollout": {"max_new_tokens": 4, **rollout}}
+    base: dict[str, Any] = {
+        "model": {"path": "tiny", "dtype": "float32"},
+        "rollout": {"max_new_tokens": 4, **rollout},
+    }
     return Recipe.model_validate(base)
 
 
@@ -37,9 +39,13 @@ def build_loop(r: Recipe, tokenizer: Any = TOK) -> Any:
 
 
 def record(text: str = "12=", truth: Any = None, uid: str = "u1") -> PromptRecord:
-    return PromptRecord(uid=uid, prompt_ids=TOK(text)["input_ids"],
-                        ground_truth=truth or {"ground_truth": "7", "secret": "7"},
-                        data_source="test", prompt=text)
+    return PromptRecord(
+        uid=uid,
+        prompt_ids=TOK(text)["input_ids"],
+        ground_truth=truth or {"ground_truth": "7", "secret": "7"},
+        data_source="test",
+        prompt=text,
+    )
 
 
 @dataclass
@@ -58,12 +64,15 @@ class ScriptedPolicy:
         self.requests.append((list(prompt_ids), sampling))
         text = self.turns[min(len(self.requests) - 1, len(self.turns) - 1)]
         out = ids(text)[: sampling.max_new_tokens]
-        stop = next((i for i, t in enumerate(out)
-                     if t == TOK.eos_token_id or t in sampling.stop_token_ids), None)
+        stop = next(
+            (i for i, t in enumerate(out) if t == TOK.eos_token_id or t in sampling.stop_token_ids),
+            None,
+        )
         out = out if stop is None else out[: stop + 1]
         self.returned.append(out)
-        return Generation(out, [-0.5] * len(out), "stop" if stop is not None else "length",
-                          self.version)
+        return Generation(
+            out, [-0.5] * len(out), "stop" if stop is not None else "length", self.version
+        )
 
 
 def spec(r: Recipe, options: Any = None) -> AgentLoopSpec:

@@ -24,10 +24,26 @@ STEPS_ENV, FLOOR_ENV = 100, 0.5
 
 def train(tmp_path: Path, recipe: str, steps: int) -> list[dict]:
     subprocess.run(
-        [sys.executable, "-m", "rlctl", "train", recipe, "--local", "-q",
-         "-s", "data_plane.backend=memory", "-s", f"run.output_dir={tmp_path}",
-         "-s", f"schedule.total_steps={steps}"],
-        cwd=ROOT, check=True, timeout=1700, env=dict(os.environ, RLCTL_PLUGINS="none"))
+        [
+            sys.executable,
+            "-m",
+            "rlctl",
+            "train",
+            recipe,
+            "--local",
+            "-q",
+            "-s",
+            "data_plane.backend=memory",
+            "-s",
+            f"run.output_dir={tmp_path}",
+            "-s",
+            f"schedule.total_steps={steps}",
+        ],
+        cwd=ROOT,
+        check=True,
+        timeout=1700,
+        env=dict(os.environ, RLCTL_PLUGINS="none"),
+    )
     [metrics] = list(tmp_path.glob("*/metrics.jsonl"))
     return [json.loads(line) for line in metrics.read_text().splitlines()]
 

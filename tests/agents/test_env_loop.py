@@ -80,8 +80,11 @@ def odd_envs():
 
 
 def test_per_step_rewards_sit_on_each_steps_last_generated_token(odd_envs):
-    r = recipe(agent_loop="env", environment={"name": "shaped"},
-               agent_loop_options={"max_turns": 5, "reward": "per_step"})
+    r = recipe(
+        agent_loop="env",
+        environment={"name": "shaped"},
+        agent_loop_options={"max_turns": 5, "reward": "per_step"},
+    )
     [out] = run(build_loop(r), ScriptedPolicy(["1<eos>", "2<eos>", "3<eos>"]))
     # the reset observation "a" joins the prompt; the last observation is never appended
     assert out.prompt_ids[-1] == ids("a")[0]
@@ -91,8 +94,9 @@ def test_per_step_rewards_sit_on_each_steps_last_generated_token(odd_envs):
 
 
 def test_a_hung_environment_step_fails_the_session_within_its_timeout(odd_envs):
-    r = recipe(agent_loop="env", environment={"name": "hung"},
-               agent_loop_options={"step_timeout_s": 0.2})
+    r = recipe(
+        agent_loop="env", environment={"name": "hung"}, agent_loop_options={"step_timeout_s": 0.2}
+    )
     with pytest.raises(TimeoutError):
         run(build_loop(r), ScriptedPolicy(["1<eos>"]))
 

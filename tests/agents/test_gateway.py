@@ -43,8 +43,12 @@ def test_an_episode_is_the_engines_tokens_plus_the_rendered_new_messages(setup):
     gen1, gen2 = first.model_extra["rlctl"]["token_ids"], second.model_extra["rlctl"]["token_ids"]
     # the prompt: the first request rendered with the chat template and its tools
     want_prompt = tok.apply_chat_template(
-        [{"role": "user", "content": "what is 6*7?"}], tools=[fns.CALCULATOR], tokenize=True,
-        add_generation_prompt=True, return_dict=False)
+        [{"role": "user", "content": "what is 6*7?"}],
+        tools=[fns.CALCULATOR],
+        tokenize=True,
+        add_generation_prompt=True,
+        return_dict=False,
+    )
     assert out.prompt_ids == list(want_prompt)
     # turn 2 appends only the tool message, after the engine's own tokens of turn 1
     obs = chat_delta_ids(tok, [{"role": "tool", "tool_call_id": "c1", "content": "42"}])
@@ -84,13 +88,18 @@ def test_unknown_sessions_are_refused_and_the_server_binds_loopback(setup):
             good = openai.AsyncOpenAI(base_url=gateway.base_url, api_key=session.key, max_retries=0)
             bad = openai.AsyncOpenAI(base_url=gateway.base_url, api_key="guess", max_retries=0)
             with pytest.raises(openai.AuthenticationError):
-                await bad.chat.completions.create(model="policy", messages=[{"role": "user", "content": "x"}])
+                await bad.chat.completions.create(
+                    model="policy", messages=[{"role": "user", "content": "x"}]
+                )
             with pytest.raises(openai.BadRequestError, match="stream"):
                 await good.chat.completions.create(
-                    model="policy", messages=[{"role": "user", "content": "x"}], stream=True)
+                    model="policy", messages=[{"role": "user", "content": "x"}], stream=True
+                )
             gateway.close(session)
             with pytest.raises(openai.AuthenticationError):  # a closed episode's key is dead
-                await good.chat.completions.create(model="policy", messages=[{"role": "user", "content": "x"}])
+                await good.chat.completions.create(
+                    model="policy", messages=[{"role": "user", "content": "x"}]
+                )
             await good.close()
             await bad.close()
         finally:

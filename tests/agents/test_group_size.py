@@ -17,10 +17,16 @@ from rlctl.registry import build_registry, set_registry
 from rlctl.tasks.prompt import Prompt
 from rlctl.trainer.controller.prompts import PromptFeeder
 
-RECIPE = Recipe.model_validate({
-    "model": {"path": "tiny", "dtype": "float32"}, "data": {"task": "count_digits"},
-    "algorithm": {"group_size": 4}, "rollout": {"max_new_tokens": 2},
-    "data_plane": {"backend": "memory"}, "resources": {"mode": "local"}})
+RECIPE = Recipe.model_validate(
+    {
+        "model": {"path": "tiny", "dtype": "float32"},
+        "data": {"task": "count_digits"},
+        "algorithm": {"group_size": 4},
+        "rollout": {"max_new_tokens": 2},
+        "data_plane": {"backend": "memory"},
+        "resources": {"mode": "local"},
+    }
+)
 
 
 def hard_prompts_get_more(answer):

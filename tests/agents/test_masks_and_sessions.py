@@ -37,9 +37,18 @@ class ScriptedOutputs:
         pass
 
     async def run(self, prompt, session_id, sampling, generate):
-        return [AgentOutput(list(prompt.prompt_ids), ids, [-0.1] * len(ids), "stop", 0,
-                            loss_mask=mask, extra={"r": score})
-                for ids, mask, score in SCRIPT[session_id]]
+        return [
+            AgentOutput(
+                list(prompt.prompt_ids),
+                ids,
+                [-0.1] * len(ids),
+                "stop",
+                0,
+                loss_mask=mask,
+                extra={"r": score},
+            )
+            for ids, mask, score in SCRIPT[session_id]
+        ]
 
 
 class SteppedOutputs(ScriptedOutputs):
@@ -76,17 +85,28 @@ def plugins():
 
 
 def rollout(estimator: str, loop: str = "scripted", **algorithm):
-    recipe = Recipe.model_validate({
-        "model": {"path": "tiny", "dtype": "float32"}, "data": {"task": "count_digits"},
-        "algorithm": {"estimator": estimator, "group_size": 3, "prompts_per_step": 2, **algorithm},
-        "rollout": {"agent_loop": loop, "max_new_tokens": 4},
-        "rewards": [{"name": "scripted_reward"}], "data_plane": {"backend": "memory"},
-        "resources": {"mode": "local"}})
+    recipe = Recipe.model_validate(
+        {
+            "model": {"path": "tiny", "dtype": "float32"},
+            "data": {"task": "count_digits"},
+            "algorithm": {
+                "estimator": estimator,
+                "group_size": 3,
+                "prompts_per_step": 2,
+                **algorithm,
+            },
+            "rollout": {"agent_loop": loop, "max_new_tokens": 4},
+            "rewards": [{"name": "scripted_reward"}],
+            "data_plane": {"backend": "memory"},
+            "resources": {"mode": "local"},
+        }
+    )
     plane = MemoryDataPlane()
     worker = RolloutWorker(recipe, plane)
     worker.ready()
     prompts = PromptFeeder(recipe, worker.tokenizer, plane).next_batch(
-        2, partition="train", global_step=1, n=3)
+        2, partition="train", global_step=1, n=3
+    )
     replay = ReplayBuffer(plane)
     replay.add("train", [(u, 3, 1) for u in prompts.keys])
     counts = worker.generate(prompts, "train", 1, SamplingParams(4), 3)
@@ -99,7 +119,9 @@ def test_outputs_carry_their_loss_mask_and_generated_length(plugins):
     assert counts == {"outputs": 8.0, "failures": 0.0}
     assert [k.split("_", 1)[1] for k in meta.keys[:4]] == ["0_0", "1_0", "1_1", "2_0"]
     td = plane.kv_batch_get(list(meta.keys[:4]), "train", ["loss_mask", "score"])
-    assert [r.tolist() for r in td["loss_mask"].unbind()] == [m for s in SCRIPT.values() for _, m, _ in s]
+    assert [r.tolist() for r in td["loss_mask"].unbind()] == [
+        m for s in SCRIPT.values() for _, m, _ in s
+    ]
     assert [t["loss_tokens"] for t in meta.tags[:4]] == [4, 2, 2, 2]
     assert [t["response_len"] for t in meta.tags[:4]] == [5, 2, 2, 4]
     # session 1's first output carries the score of the session's last output
@@ -141,5 +163,6 @@ def test_per_step_rewards_reach_a_discounting_estimator(plugins):
     td = plane.kv_batch_get([meta.keys[0]], "train", ["returns"])
     # score 1.0 = the two step rewards: nothing is left for the last token. G_t, gamma 0.5,
     # over the generated tokens [0, 0.5, (observation), 0, 0.5]:
-    torch.testing.assert_close(td["returns"].unbind()[0],
-                               torch.tensor([0.25 + 0.0625, 0.5 + 0.125, 0.0, 0.25, 0.5]))
+    torch.testing.assert_close(
+        td["returns"].unbind()[0], torch.tensor([0.25 + 0.0625, 0.5 + 0.125, 0.0, 0.25, 0.5])
+    )

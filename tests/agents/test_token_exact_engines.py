@@ -23,9 +23,21 @@ from rlctl.trainer.worker.agent_loop import PromptRecord
 
 BACKENDS = [
     pytest.param("hf", id="hf"),
-    *[pytest.param(name, id=name, marks=[pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.skipif(
-        built_env_python(name) is None, reason=f"needs the {name} env: rlctl engines install {name}")])
-      for name in ("vllm", "sglang")],
+    *[
+        pytest.param(
+            name,
+            id=name,
+            marks=[
+                pytest.mark.slow,
+                pytest.mark.timeout(900),
+                pytest.mark.skipif(
+                    built_env_python(name) is None,
+                    reason=f"needs the {name} env: rlctl engines install {name}",
+                ),
+            ],
+        )
+        for name in ("vllm", "sglang")
+    ],
 ]
 
 
@@ -37,10 +49,12 @@ def checkpoint(tmp_path_factory):
 @pytest.fixture
 def engine(request, checkpoint):
     backend = request.param
-    options = {} if backend == "hf" else {"python": built_env_python(backend),
-                                          "startup_timeout_s": 600}
+    options = (
+        {} if backend == "hf" else {"python": built_env_python(backend), "startup_timeout_s": 600}
+    )
     engine = get_registry().load("rollout_engine", backend)(
-        RolloutEngineSpec(server_tiny_recipe(backend, checkpoint, **options), seed=0))
+        RolloutEngineSpec(server_tiny_recipe(backend, checkpoint, **options), seed=0)
+    )
     engine.load()
     yield engine
     close = getattr(engine, "close", None)
@@ -61,11 +75,17 @@ class Recording:
 
 
 def env_recipe() -> Recipe:
-    return Recipe.model_validate({
-        "model": {"path": "tiny", "dtype": "float32"},
-        "rollout": {"agent_loop": "env", "max_new_tokens": 3,
-                    "environment": {"name": "guess_digit", "options": {"end_on_invalid": False}},
-                    "agent_loop_options": {"max_turns": 3}}})
+    return Recipe.model_validate(
+        {
+            "model": {"path": "tiny", "dtype": "float32"},
+            "rollout": {
+                "agent_loop": "env",
+                "max_new_tokens": 3,
+                "environment": {"name": "guess_digit", "options": {"end_on_invalid": False}},
+                "agent_loop_options": {"max_turns": 3},
+            },
+        }
+    )
 
 
 @pytest.mark.parametrize("engine", BACKENDS, indirect=True)
@@ -75,8 +95,12 @@ def test_training_sequence_is_generated_plus_observation_tokens(engine):
     records = [PromptRecord(f"u{i}", [1, 29], {"ground_truth": str(i)}, "t") for i in range(6)]
 
     async def run_all():
-        return await asyncio.gather(*(loop.run(rec, 0, SamplingParams(3, temperature=1.0), r)
-                                      for rec, r in zip(records, recorders, strict=True)))
+        return await asyncio.gather(
+            *(
+                loop.run(rec, 0, SamplingParams(3, temperature=1.0), r)
+                for rec, r in zip(records, recorders, strict=True)
+            )
+        )
 
     results = asyncio.run(run_all())
     turns = 0
@@ -86,9 +110,11 @@ def test_training_sequence_is_generated_plus_observation_tokens(engine):
         for context, gen in rec.calls:
             turns += 1
             # the request is the sequence so far, as is: earlier turns never re-tokenized
-            assert len(context) >= position and context == sequence[:len(context)]
-            assert sequence[len(context):len(context) + len(gen.token_ids)] == gen.token_ids
-            assert out.loss_mask[len(context) - len(out.prompt_ids):][:len(gen.token_ids)] == [1] * len(gen.token_ids)
+            assert len(context) >= position and context == sequence[: len(context)]
+            assert sequence[len(context) : len(context) + len(gen.token_ids)] == gen.token_ids
+            assert out.loss_mask[len(context) - len(out.prompt_ids) :][: len(gen.token_ids)] == [
+                1
+            ] * len(gen.token_ids)
             position = len(context) + len(gen.token_ids)
         # every other response token is an observation the environment produced
         generated = [t for t, m in zip(out.response_ids, out.loss_mask, strict=True) if m]
@@ -107,7 +133,9 @@ def test_a_stop_token_ends_the_response_and_is_kept(engine):
 
     async def run_all():
         sampling = SamplingParams(12, temperature=1.0, stop_token_ids=(stop,))
-        return await asyncio.gather(*(engine.generate([1, 5 + i % 9, 14], sampling) for i in range(24)))
+        return await asyncio.gather(
+            *(engine.generate([1, 5 + i % 9, 14], sampling) for i in range(24))
+        )
 
     gens = asyncio.run(run_all())
     stopped = [g for g in gens if stop in g.token_ids]

@@ -97,8 +97,12 @@ def odd_tools():
 
 
 def test_a_hung_tool_is_cut_off_and_answered_with_an_error(odd_tools):
-    r = recipe(agent_loop="tool", tool_parser="compact", tools=[{"name": "slow"}],
-               agent_loop_options={"max_turns": 2, "tool_timeout_s": 0.2})
+    r = recipe(
+        agent_loop="tool",
+        tool_parser="compact",
+        tools=[{"name": "slow"}],
+        agent_loop_options={"max_turns": 2, "tool_timeout_s": 0.2},
+    )
     started = time.monotonic()
     [out] = run(build_loop(r), ScriptedPolicy(["#", "1<eos>"]))
     assert time.monotonic() - started < 5
@@ -108,12 +112,17 @@ def test_a_hung_tool_is_cut_off_and_answered_with_an_error(odd_tools):
 
 def test_a_raising_tool_gives_an_error_observation_or_fails_the_session(odd_tools):
     tools = [{"name": "broken"}]
-    observe = recipe(agent_loop="tool", tool_parser="compact", tools=tools,
-                     agent_loop_options={"max_turns": 2})
+    observe = recipe(
+        agent_loop="tool", tool_parser="compact", tools=tools, agent_loop_options={"max_turns": 2}
+    )
     [out] = run(build_loop(observe), ScriptedPolicy(["#", "1<eos>"]))
     assert out.metrics["tool_errors"] == 1 and out.num_turns == 2
-    fail = recipe(agent_loop="tool", tool_parser="compact", tools=tools,
-                  agent_loop_options={"max_turns": 2, "on_tool_error": "fail"})
+    fail = recipe(
+        agent_loop="tool",
+        tool_parser="compact",
+        tools=tools,
+        agent_loop_options={"max_turns": 2, "on_tool_error": "fail"},
+    )
     with pytest.raises(ToolFailure, match="sandbox unreachable"):
         run(build_loop(fail), ScriptedPolicy(["#", "1<eos>"]))
 
@@ -138,12 +147,16 @@ def test_a_context_past_its_budget_starts_a_new_output_of_the_session():
 def test_the_hermes_loop_renders_results_with_the_chat_template(chat_model_dir):
     from rlctl.models.loading import load_tokenizer
 
-    r = recipe(agent_loop="tool", tools=[{"name": "calculator"}],
-               agent_loop_options={"max_turns": 3})
+    r = recipe(
+        agent_loop="tool", tools=[{"name": "calculator"}], agent_loop_options={"max_turns": 3}
+    )
     r = r.model_copy(update={"model": r.model.model_copy(update={"path": str(chat_model_dir)})})
     tok = load_tokenizer(r.model)
     loop = build_loop(r, tok)
-    call = '<tool_call>{"name": "calculator", "arguments": {"expression": "6*7"}}</tool_call><|im_end|>'
+    call = (
+        '<tool_call>{"name": "calculator", "arguments": {"expression": "6*7"}}'
+        "</tool_call><|im_end|>"
+    )
 
     def enc(s):
         return tok(s, add_special_tokens=False)["input_ids"]
@@ -161,7 +174,9 @@ def test_the_hermes_loop_renders_results_with_the_chat_template(chat_model_dir):
     rec = record()
     [out] = asyncio.run(loop.run(rec, 0, SamplingParams(64), policy))
     text = tok.decode(out.response_ids)
-    assert text == (call + "\n<|im_start|>user\n<tool_response>\n42\n</tool_response><|im_end|>\n"
-                    "<|im_start|>assistant\n42<|im_end|>")
+    assert text == (
+        call + "\n<|im_start|>user\n<tool_response>\n42\n</tool_response><|im_end|>\n"
+        "<|im_start|>assistant\n42<|im_end|>"
+    )
     generated = [t for t, m in zip(out.response_ids, out.loss_mask, strict=True) if m]
     assert generated == enc(call) + enc("42<|im_end|>")

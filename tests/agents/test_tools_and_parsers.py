@@ -13,13 +13,21 @@ from rlctl.agents.tools import ToolCall, ToolContext, ToolFailure, ToolResult, r
 
 
 def call(tool, args):
-    return asyncio.run(run_call({tool.name: tool}, ToolCall(tool.name, args),
-                                ToolContext(record(), 0), timeout_s=5, on_error="observe",
-                                max_chars=50))
+    return asyncio.run(
+        run_call(
+            {tool.name: tool},
+            ToolCall(tool.name, args),
+            ToolContext(record(), 0),
+            timeout_s=5,
+            on_error="observe",
+            max_chars=50,
+        )
+    )
 
 
-@pytest.mark.parametrize(("expr", "want"), [("6*7", "42"), ("(1+2)/4", "0.75"), ("-2**3", "-8"),
-                                            ("7//2 + 7%2", "4")])
+@pytest.mark.parametrize(
+    ("expr", "want"), [("6*7", "42"), ("(1+2)/4", "0.75"), ("-2**3", "-8"), ("7//2 + 7%2", "4")]
+)
 def test_calculator_computes_arithmetic(expr, want):
     assert call(Calculator(), {"expression": expr}) == ToolResult("calculator", want)
 
@@ -45,19 +53,30 @@ def test_lookup_answers_with_the_prompts_hidden_value_and_long_results_are_cut()
 def test_unknown_tools_and_unreadable_calls_are_answered_or_fail_by_option():
     tools = {"lookup": Lookup()}
     ctx = ToolContext(record(), 0)
-    res = asyncio.run(run_call(tools, ToolCall("nope", {}), ctx, timeout_s=1, on_error="observe",
-                               max_chars=99))
+    res = asyncio.run(
+        run_call(tools, ToolCall("nope", {}), ctx, timeout_s=1, on_error="observe", max_chars=99)
+    )
     assert not res.ok and "no tool named 'nope'" in res.text
     with pytest.raises(ToolFailure, match="bad json"):
-        asyncio.run(run_call(tools, ToolCall("?", {}, error="bad json"), ctx, timeout_s=1,
-                             on_error="fail", max_chars=99))
+        asyncio.run(
+            run_call(
+                tools,
+                ToolCall("?", {}, error="bad json"),
+                ctx,
+                timeout_s=1,
+                on_error="fail",
+                max_chars=99,
+            )
+        )
 
 
 def test_hermes_reads_calls_content_and_broken_json():
     parser = HermesToolParser(TOK)
-    text = ('I will compute. <tool_call>\n{"name": "calculator", "arguments": {"expression": "1+1"}}'
-            '\n</tool_call><tool_call>{"name": "lookup", "arguments": "{\\"input\\": \\"a\\"}"}'
-            '</tool_call><tool_call>{oops}</tool_call>')
+    text = (
+        'I will compute. <tool_call>\n{"name": "calculator", "arguments": {"expression": "1+1"}}'
+        '\n</tool_call><tool_call>{"name": "lookup", "arguments": "{\\"input\\": \\"a\\"}"}'
+        "</tool_call><tool_call>{oops}</tool_call>"
+    )
     content, calls = parser.parse(text, ["calculator", "lookup"])
     assert content == "I will compute."
     assert calls[0] == ToolCall("calculator", {"expression": "1+1"})
@@ -69,7 +88,10 @@ def test_hermes_reads_calls_content_and_broken_json():
 
 def test_hermes_results_without_a_chat_template_are_tool_response_blocks():
     out = HermesToolParser(TOK).render_results([ToolResult("calculator", "2")])
-    assert out == TOK("\n<tool_response>\n2\n</tool_response>\n", add_special_tokens=False)["input_ids"]
+    assert (
+        out
+        == TOK("\n<tool_response>\n2\n</tool_response>\n", add_special_tokens=False)["input_ids"]
+    )
 
 
 def test_compact_calls_the_one_tool_and_stops_at_the_call():
@@ -78,7 +100,9 @@ def test_compact_calls_the_one_tool_and_stops_at_the_call():
     assert parser.parse("12#", ["lookup"]) == ("", [ToolCall("lookup", {"input": "12"})])
     assert parser.parse("#", ["lookup"]) == ("", [ToolCall("lookup", {})])
     assert parser.parse("5<eos>", ["lookup"]) == ("5<eos>", [])
-    assert parser.render_results([ToolResult("lookup", "7"), ToolResult("lookup", "x", ok=False)]) == ids("7?")
+    assert parser.render_results(
+        [ToolResult("lookup", "7"), ToolResult("lookup", "x", ok=False)]
+    ) == ids("7?")
     with pytest.raises(ValueError, match="one tool"):
         parser.parse("#", ["a", "b"])
 
@@ -94,8 +118,9 @@ def test_chat_deltas_start_after_the_assistants_eos(chat_model_dir):
     # appended to a rendered conversation it gives exactly the full rendering
     conv = [{"role": "user", "content": "guess"}, {"role": "assistant", "content": "5"}]
     head = tok.apply_chat_template(conv, tokenize=False)
-    full = tok.apply_chat_template(conv + [{"role": "user", "content": "higher"}], tokenize=False,
-                                   add_generation_prompt=True)
+    full = tok.apply_chat_template(
+        conv + [{"role": "user", "content": "higher"}], tokenize=False, add_generation_prompt=True
+    )
     assert head.rstrip("\n") + tok.decode(delta) == full
 
 
@@ -109,19 +134,32 @@ def test_prompts_render_the_tool_schemas_through_the_chat_template(chat_model_di
     from rlctl.trainer.controller.prompts import PromptFeeder
 
     path = tmp_path / "train.parquet"
-    pq.write_table(pa.table({"prompt": [[{"role": "user", "content": "6*7?"}]],
-                             "reward_model": [{"ground_truth": "42"}]}), path)
-    recipe = Recipe.model_validate({
-        "model": {"path": str(chat_model_dir)}, "data": {"train": str(path)},
-        "rollout": {"agent_loop": "tool", "tools": [{"name": "calculator"}]},
-        "rewards": [{"name": "gsm8k"}]})
+    pq.write_table(
+        pa.table(
+            {
+                "prompt": [[{"role": "user", "content": "6*7?"}]],
+                "reward_model": [{"ground_truth": "42"}],
+            }
+        ),
+        path,
+    )
+    recipe = Recipe.model_validate(
+        {
+            "model": {"path": str(chat_model_dir)},
+            "data": {"train": str(path)},
+            "rollout": {"agent_loop": "tool", "tools": [{"name": "calculator"}]},
+            "rewards": [{"name": "gsm8k"}],
+        }
+    )
     tok = load_tokenizer(recipe.model)
     plane = MemoryDataPlane()
     meta = PromptFeeder(recipe, tok, plane).next_batch(1, partition="train", global_step=1, n=2)
     td = plane.kv_batch_get(list(meta.keys), meta.partition_id, ["prompt_ids"])
     text = tok.decode(td["prompt_ids"].unbind()[0].tolist())
-    assert text.startswith("<|im_start|>system\n# Tools\n{\"type\": \"function\"")
-    assert '"name": "calculator"' in text and text.endswith("6*7?<|im_end|>\n<|im_start|>assistant\n")
+    assert text.startswith('<|im_start|>system\n# Tools\n{"type": "function"')
+    assert '"name": "calculator"' in text and text.endswith(
+        "6*7?<|im_end|>\n<|im_start|>assistant\n"
+    )
 
 
 def test_agent_rewards_read_what_the_loops_recorded():

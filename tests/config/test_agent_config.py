@@ -27,10 +27,11 @@ def test_unknown_tools_and_bad_tool_options_name_their_key_path(problems):
 
 
 def test_agent_loop_options_are_validated_by_the_loops_model(problems, load):
-    got = problems(TOOL + '[[rollout.tools]]\nname = "lookup"\n'
-                   '[rollout.agent_loop_options]\nmax_turns = 0\n')
+    got = problems(
+        TOOL + '[[rollout.tools]]\nname = "lookup"\n[rollout.agent_loop_options]\nmax_turns = 0\n'
+    )
     assert paths(got) == ["rollout.agent_loop_options.max_turns"]
-    got = problems(BASE + '[rollout.agent_loop_options]\nmax_turns = 2\n')
+    got = problems(BASE + "[rollout.agent_loop_options]\nmax_turns = 2\n")
     assert paths(got) == ["rollout.agent_loop_options"] and "takes no options" in got[0].message
 
 
@@ -43,7 +44,9 @@ def test_the_env_loop_needs_a_registered_environment(problems, load):
 
 
 def test_compact_calls_offer_one_tool_and_openai_agent_needs_its_function(problems):
-    got = problems(TOOL + '[[rollout.tools]]\nname = "lookup"\n[[rollout.tools]]\nname = "calculator"\n')
+    got = problems(
+        TOOL + '[[rollout.tools]]\nname = "lookup"\n[[rollout.tools]]\nname = "calculator"\n'
+    )
     assert paths(got) == ["rollout.tool_parser"]
     got = problems(BASE + '[rollout]\nagent_loop = "openai_agent"\n')
     assert paths(got) == ["rollout.agent_loop_options.agent"]

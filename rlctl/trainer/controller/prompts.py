@@ -110,9 +110,11 @@ class PromptFeeder:
         fields["ground_truth"] = [json.dumps(p.ground_truth) for p in prompts]
         fields["data_source"] = [p.data_source for p in prompts]
         # the prompt as given (text or messages): agent functions build their own requests
-        fields["raw_prompt"] = [json.dumps(p.messages if p.messages is not None else p.text) for p in prompts]
+        fields["raw_prompt"] = [
+            json.dumps(p.messages if p.messages is not None else p.text) for p in prompts]
         sizes = [self.group_size(p, n) for p in prompts]
-        tags = [{"global_step": global_step, "n": k, "prompt_len": len(x)} for x, k in zip(ids, sizes)]
+        tags = [{"global_step": global_step, "n": k, "prompt_len": len(x)}
+                for x, k in zip(ids, sizes, strict=True)]
         part = prompt_partition(partition)
         self.plane.kv_batch_put(uids, part, fields, tags)
         return KVBatchMeta(keys=tuple(uids), partition_id=part, tags=tuple(tags))

@@ -128,7 +128,8 @@ class Trainer:
         count = self.recipe.algorithm.prompts_per_step if partition == TRAIN else self.recipe.data.val_size
         prompts = feeder.next_batch(count, partition=partition, global_step=step, n=n)
         # n per uid: the feeder's choice (a task or the choose_group_size hook may vary it)
-        self.replay.add(partition, [(uid, int(t["n"]), step) for uid, t in zip(prompts.keys, prompts.tags)])
+        self.replay.add(partition, [(uid, int(t["n"]), step)
+                                    for uid, t in zip(prompts.keys, prompts.tags, strict=True)])
         chunks = prompts.chunk(self.rollout.world_size)
         pending = self.rollout.submit(
             "generate",

@@ -106,8 +106,8 @@ class RolloutWorker:
         """Write decoded samples of ``meta`` (prompt, response, reward, advantage) as JSON lines."""
         from pathlib import Path
 
-        td = self.plane.kv_batch_get(list(meta.keys), meta.partition_id,
-                                     ["prompt_ids", "response_ids", "score", "advantages", "loss_mask"])
+        names = ["prompt_ids", "response_ids", "score", "advantages", "loss_mask"]
+        td = self.plane.kv_batch_get(list(meta.keys), meta.partition_id, names)
         prompt_rows, response_rows, adv_rows = rows(td["prompt_ids"]), rows(td["response_ids"]), rows(td["advantages"])
         mask_rows = rows(td["loss_mask"])
         out_rows = []
@@ -231,7 +231,9 @@ class _StepRollout:
             await self.worker.plane.async_kv_batch_put([k for k, _ in failures], self.partition, None, tags)
         return len(outputs), len(failures)
 
-    def _score_session(self, rec: PromptRecord, session_id: int, outs: list[AgentOutput]) -> list[_Scored]:
+    def _score_session(
+        self, rec: PromptRecord, session_id: int, outs: list[AgentOutput]
+    ) -> list[_Scored]:
         """Score a session's outputs: the last one by the reward functions, and every earlier
         output of the session carries that same score (the episode's outcome; docs/agents.md).
         """
@@ -242,7 +244,8 @@ class _StepRollout:
             out.check()
         keys = [make_key(rec.uid, session_id, index) for index in range(len(outs))]
         final = self._score(keys[-1], rec, outs[-1])
-        earlier = [_Scored(k, rec.uid, o, final.score, final.parts) for k, o in zip(keys, outs[:-1])]
+        earlier = [_Scored(k, rec.uid, o, final.score, final.parts)
+                   for k, o in zip(keys, outs[:-1], strict=False)]
         return earlier + [final]
 
     def _score(self, key: str, rec: PromptRecord, out: AgentOutput) -> _Scored:

@@ -39,11 +39,15 @@ def place_scores(plane: Any, meta: KVBatchMeta, scores: Any, mask: Any, lengths:
     width = mask.shape[1]
     positions = torch.arange(width).expand_as(mask)
     last = torch.where(mask.bool(), positions, torch.full_like(positions, -1)).amax(dim=1)
-    last = torch.where(last >= 0, last, (torch.as_tensor(lengths).clamp(min=1) - 1).clamp(max=width - 1))
+    last = torch.where(
+        last >= 0, last, (torch.as_tensor(lengths).clamp(min=1) - 1).clamp(max=width - 1)
+    )
     token_scores = torch.zeros_like(mask)
     rows_with = [i for i, t in enumerate(meta.tags) if t.get("token_rewards")]
     if rows_with:
-        td = plane.kv_batch_get([meta.keys[i] for i in rows_with], meta.partition_id, ["token_rewards"])
+        td = plane.kv_batch_get(
+            [meta.keys[i] for i in rows_with], meta.partition_id, ["token_rewards"]
+        )
         per_token = to_padded(td["token_rewards"], [lengths[i] for i in rows_with])
         for j, i in enumerate(rows_with):
             row = per_token[j, : lengths[i]] * mask[i, : lengths[i]]
@@ -106,10 +110,16 @@ def estimate_by_session(
     mask = rows["response_mask"]
     rep_mask = mask[reps].bool()
     # per-session scalar: the advantage on the session's generated tokens must be constant
-    first = torch.where(rep_mask, adv_r, torch.zeros_like(adv_r)).sum(1) / rep_mask.sum(1).clamp(min=1)
-    if not torch.allclose(torch.where(rep_mask, adv_r, first[:, None]), first[:, None].expand_as(adv_r)):
+    first = torch.where(rep_mask, adv_r, torch.zeros_like(adv_r)).sum(1) / rep_mask.sum(1).clamp(
+        min=1
+    )
+    if not torch.allclose(
+        torch.where(rep_mask, adv_r, first[:, None]), first[:, None].expand_as(adv_r)
+    ):
         return run(None)  # token-level advantages: every output its own sample
-    ret_first = torch.where(rep_mask, ret_r, torch.zeros_like(ret_r)).sum(1) / rep_mask.sum(1).clamp(min=1)
+    ret_first = torch.where(rep_mask, ret_r, torch.zeros_like(ret_r)).sum(1) / rep_mask.sum(
+        1
+    ).clamp(min=1)
     advantages = torch.zeros_like(mask, dtype=adv_r.dtype)
     returns = torch.zeros_like(mask, dtype=ret_r.dtype)
     for s, members in enumerate(groups):
