@@ -1,4 +1,4 @@
-"""``rlctl config validate | show | schema``."""
+"""``rlctl config validate | show | schema | migrate``."""
 
 from __future__ import annotations
 
@@ -10,12 +10,16 @@ from typing import Annotated
 import typer
 
 from rlctl.cli.common import RecipeArgs, SetOption, load_or_exit, say
+from rlctl.cli.migrate_cmd import migrate
 
 config_app = typer.Typer(
     name="config",
-    help="Validate, show and describe recipes.",
+    help="Validate, show and describe recipes; migrate verl configs.",
     no_args_is_help=True,
 )
+
+
+config_app.command("migrate")(migrate)
 
 
 class Format(str, Enum):
