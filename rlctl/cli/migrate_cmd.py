@@ -7,7 +7,7 @@ Existing files are never overwritten without ``--force``.
 
 from __future__ import annotations
 
-import sys
+import shlex
 import tempfile
 from pathlib import Path
 from typing import Annotated
@@ -94,13 +94,16 @@ def migrate(
         for problem in result.problems:
             say("  " + problem.render().replace("\n", "\n  "))
         raise typer.Exit(EXIT_USAGE)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(text, encoding="utf-8")
-    say(f"wrote {output}")
-    if report is not None:
-        report.write_text(render_report(result, rlctl_derived=derived, full=True),
-                          encoding="utf-8")
-        say(f"wrote {report}")
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text, encoding="utf-8")
+        say(f"wrote {output}")
+        if report is not None:
+            report.write_text(render_report(result, rlctl_derived=derived, full=True),
+                              encoding="utf-8")
+            say(f"wrote {report}")
+    except OSError as exc:
+        fail(f"cannot write: {exc}", code=EXIT_USAGE, fix="choose a writable path for -o / --report")
 
 
 def _summary(result) -> str:  # type: ignore[no-untyped-def]
@@ -112,6 +115,21 @@ def _summary(result) -> str:  # type: ignore[no-untyped-def]
             f"{lg.value('actor_rollout_ref.rollout.name')} rollout on {world} GPUs")
 
 
+def _command(inputs, output: Path) -> list[str]:  # type: ignore[no-untyped-def]
+    """The migrate command line that makes this recipe again (written into its header)."""
+    words = ["rlctl", "config", "migrate", str(inputs.verl_yaml)]
+    words += [shlex.quote(o) for o in inputs.overrides]
+    if inputs.overrides_file is not None:
+        words += ["--overrides-file", str(inputs.overrides_file)]
+    if inputs.script is not None:
+        words += ["--verl-script", str(inputs.script)]
+    words += [f"--var {shlex.quote(f'{k}={v}')}" for k, v in inputs.variables.items()]
+    words += [f"--reward {r}" for r in inputs.rewards]
+    if inputs.train_rows is not None:
+        words += [f"--train-rows {inputs.train_rows}"]
+    return [*words, "-o", str(output)]
+
+
 def _render_and_validate(result, output: Path):  # type: ignore[no-untyped-def]
     """The recipe text and its derived numbers, or problems added to ``result``."""
     from rlctl.config.checks import load_recipe
@@ -119,10 +137,8 @@ def _render_and_validate(result, output: Path):  # type: ignore[no-untyped-def]
     from rlctl.config.migrate.write import render_recipe
     from rlctl.config.problems import ConfigError
 
-    argv = ["rlctl", "config", "migrate", *sys.argv[3:]] if sys.argv[1:3] == [
-        "config", "migrate"] else ["rlctl", "config", "migrate", "..."]
     text = render_recipe(result.recipe, result.ledger.comments, out_name=str(output),
-                         command=argv, summary=_summary(result))
+                         command=_command(result.inputs, output), summary=_summary(result))
     with tempfile.TemporaryDirectory(prefix="rlctl-migrate-") as tmp:
         path = Path(tmp) / output.name
         path.write_text(text, encoding="utf-8")
