@@ -19,9 +19,6 @@ config_app = typer.Typer(
 )
 
 
-config_app.command("migrate")(migrate)
-
-
 class Format(str, Enum):
     toml = "toml"
     json = "json"
@@ -112,3 +109,7 @@ def schema(
         return
     output.write_text(text, encoding="utf-8")
     say(f"wrote {output}")
+
+
+# listed after validate, show and schema in `rlctl config --help`
+config_app.command("migrate")(migrate)

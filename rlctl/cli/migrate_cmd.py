@@ -22,7 +22,7 @@ VerlYaml = Annotated[Path, typer.Argument(
     metavar="VERL_YAML", show_default=False)]
 OverrideArgs = Annotated[list[str] | None, typer.Argument(
     help="Hydra overrides as verl takes them (key=value, +key=value, ~key); applied after "
-    "the script's and the file's.", metavar="[OVERRIDE]...", show_default=False)]
+    "the script's and the file's.", metavar="OVERRIDE", show_default=False)]
 
 
 def _pairs(items: list[str] | None, option: str) -> dict[str, str]:
