@@ -1,4 +1,4 @@
-"""``rlctl config validate | show | schema``."""
+"""``rlctl config validate | show | schema | migrate``."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from typing import Annotated
 import typer
 
 from rlctl.cli.common import RecipeArgs, SetOption, load_or_exit, say
+from rlctl.cli.migrate_cmd import migrate
 
 config_app = typer.Typer(
     name="config",
-    help="Validate, show and describe recipes.",
+    help="Validate, show and describe recipes; migrate verl configs.",
     no_args_is_help=True,
 )
 
@@ -108,3 +109,7 @@ def schema(
         return
     output.write_text(text, encoding="utf-8")
     say(f"wrote {output}")
+
+
+# listed after validate, show and schema in `rlctl config --help`
+config_app.command("migrate")(migrate)

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from rlctl.config.derived import derive
+from rlctl.config.derived import derive, model_parallel_size
 from rlctl.config.loaded import LoadedRecipe, Loc, leaf_sources, path_to_loc
 from rlctl.config.loading import resolve
 from rlctl.config.merge import DEFAULT_SOURCE
@@ -49,7 +49,8 @@ def load_recipe(
     if recipe is None or not resolved.sources_ok:
         raise ConfigError(dedupe(problems))
     validated, later = check_selections(recipe, registry)
-    later += cross_field_problems(recipe, registry)
+    mp = model_parallel_size(validated.get("engines.train.options"))
+    later += cross_field_problems(recipe, registry, model_parallel=mp)
     later += hook_problems(recipe, registry)
     problems += _not_overlapping(later, problems)
     if problems:
@@ -57,7 +58,7 @@ def load_recipe(
         raise ConfigError(dedupe(problems))
     return LoadedRecipe(
         recipe=recipe,
-        derived=derive(recipe),
+        derived=derive(recipe, mp),
         sources=leaf_sources(recipe, resolved.merged.source_of),
         files=tuple(str(p) for p in paths),
         plugin_options=validated,
@@ -95,12 +96,14 @@ def _divisors(n: int, limit: int = 8) -> str:
     return ", ".join(str(d) for d in ds[:limit]) + (", ..." if len(ds) > limit else "")
 
 
-def cross_field_problems(recipe: Recipe, registry: Registry) -> list[ConfigProblem]:
+def cross_field_problems(
+    recipe: Recipe, registry: Registry, *, model_parallel: int = 1
+) -> list[ConfigProblem]:
     """Checks that involve several fields or registry metadata."""
     problems: list[ConfigProblem] = []
     problems += _data_problems(recipe, registry)
     problems += _estimator_problems(recipe, registry)
-    problems += _batch_problems(recipe)
+    problems += _batch_problems(recipe, model_parallel)
     problems += _engine_problems(recipe, registry)
     problems += _logging_problems(recipe)
     return problems
@@ -130,7 +133,18 @@ def _data_problems(recipe: Recipe, registry: Registry) -> list[ConfigProblem]:
         out.append(ConfigProblem(
             "schedule.eval_every",
             f"validation every {recipe.schedule.eval_every} steps but there are no validation "
-            "prompts", "set data.val to a parquet file, or schedule.eval_every = 0"))
+            "prompts", "set data.val to a prompt file, or schedule.eval_every = 0"))
+    for split in ("train", "val"):
+        value = getattr(data, split)
+        paths = value if isinstance(value, list) else [value] if value is not None else []
+        for i, path in enumerate(paths):
+            # files are read when training starts; the format is known from the name now
+            if path.suffix not in ("", ".parquet", ".jsonl") and not path.is_dir():
+                where = f"data.{split}" + (f"[{i}]" if isinstance(value, list) else "")
+                out.append(ConfigProblem(
+                    where, f"{str(path)!r} is not a format rlctl reads",
+                    "give a .parquet or .jsonl file, or a directory saved by HF datasets "
+                    "(Dataset.save_to_disk)"))
     return out
 
 
@@ -159,8 +173,12 @@ def _estimator_problems(recipe: Recipe, registry: Registry) -> list[ConfigProble
     return out
 
 
-def _batch_problems(recipe: Recipe) -> list[ConfigProblem]:
+def _batch_problems(recipe: Recipe, model_parallel: int = 1) -> list[ConfigProblem]:
     alg, train = recipe.algorithm, recipe.engines.train
+    # model-parallel peers share one slice of the minibatch: it splits over data-parallel ranks
+    dp = max(train.ranks // max(model_parallel, 1), 1)
+    over = (f"{dp} data-parallel ranks ({train.ranks} ranks / model-parallel {model_parallel})"
+            if model_parallel > 1 else f"{train.ranks} ranks")
     samples = alg.prompts_per_step * alg.group_size
     out: list[ConfigProblem] = []
     if samples % alg.minibatches:
@@ -171,19 +189,19 @@ def _batch_problems(recipe: Recipe) -> list[ConfigProblem]:
             f"choose minibatches dividing {samples} ({_divisors(samples)})"))
         return out  # the per-rank checks below would only repeat the problem
     minibatch = samples // alg.minibatches
-    if minibatch % train.ranks:
+    if minibatch % dp:
         out.append(ConfigProblem(
             "engines.train.ranks",
-            f"a minibatch of {minibatch} samples does not split evenly over {train.ranks} ranks",
+            f"a minibatch of {minibatch} samples does not split evenly over {over}",
             f"choose ranks dividing {minibatch} ({_divisors(minibatch)}), or change "
             "algorithm.minibatches"))
         return out
-    per_rank = minibatch // train.ranks
+    per_rank = minibatch // dp
     if train.micro_batch_size > per_rank:
         out.append(ConfigProblem(
             "engines.train.micro_batch_size",
             f"micro_batch_size {train.micro_batch_size} is larger than the per-rank minibatch "
-            f"of {per_rank} samples ({minibatch} per minibatch / {train.ranks} ranks)",
+            f"of {per_rank} samples ({minibatch} per minibatch / {over})",
             f"set engines.train.micro_batch_size <= {per_rank}"))
     return out
 

@@ -103,12 +103,23 @@ class CriticSection(Section):
 
 
 class DataSection(Section):
-    train: FilePath | None = None
-    """Parquet file of training prompts (verl layout: a chat-message ``prompt`` column)."""
-    val: FilePath | None = None
-    """Parquet file of validation prompts."""
+    """Where prompts come from: files (``train`` / ``val``) or a synthetic ``task``.
+
+    Files are ``.parquet`` (verl's layout), ``.jsonl`` (one JSON object per line) or a
+    directory written by HF datasets' ``save_to_disk`` (read with ``load_from_disk``; needs
+    ``pip install datasets``; a ``DatasetDict`` directory must be narrowed to one split); a
+    list concatenates files in order, like verl's ``train_files``. Every format maps columns
+    the same way: ``prompt_key`` holds chat messages or plain text, ``answer_key`` a struct
+    with a ``ground_truth`` field (or the bare answer), an optional ``data_source`` column
+    names the dataset for rewards, and other columns ride along.
+    """
+
+    train: FilePath | list[FilePath] | None = None
+    """Training prompts: a .parquet (verl layout) or .jsonl file, a HF datasets directory (save_to_disk), or a list of them (concatenated)."""
+    val: FilePath | list[FilePath] | None = None
+    """Validation prompts, in the same formats as ``train``."""
     task: str | None = None
-    """A registered synthetic task instead of parquet files (e.g. ``count_digits``)."""
+    """A registered synthetic task instead of prompt files (e.g. ``count_digits``)."""
     task_options: Options = {}
     """Options of the synthetic task, validated by the task's option model."""
     prompt_key: str = "prompt"

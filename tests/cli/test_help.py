@@ -36,7 +36,7 @@ Options:
 
 Commands:
   train    Validate a recipe, then train.
-  config   Validate, show and describe recipes.
+  config   Validate, show and describe recipes; migrate verl configs.
   plugins  Inspect built-in and third-party plugins.
 """)
 
@@ -50,7 +50,7 @@ def test_config_help(core_app) -> None:  # type: ignore[no-untyped-def]
     assert help_of(core_app, "config") == snapshot("""\
 Usage: rlctl config [OPTIONS] COMMAND [ARGS]...
 
-  Validate, show and describe recipes.
+  Validate, show and describe recipes; migrate verl configs.
 
 Options:
   --help  Show this message and exit.
@@ -59,6 +59,7 @@ Commands:
   validate  Check recipes and report every problem.
   show      Print the resolved recipe and its derived numbers.
   schema    Print the recipe's JSON Schema, plugin options included.
+  migrate   Turn a verl config plus the overrides of its launch script into...
 """)
 
 

@@ -50,7 +50,8 @@ def test_batch_arithmetic(problems: Problems, load) -> None:  # type: ignore[no-
                                    "resources.devices_per_node=2",
                                    "engines.train.micro_batch_size=16"])
     assert loaded.derived.as_dict() == {
-        "samples_per_step": 512, "minibatch_size": 128, "minibatch_size_per_rank": 64,
+        "samples_per_step": 512, "prompts_per_minibatch": 16, "minibatch_size": 128,
+        "data_parallel_size": 2, "minibatch_size_per_rank": 64,
         "micro_batches_per_rank": 4, "grad_accumulation_steps": 4,
         "optimizer_steps_per_train_step": 4}
 

@@ -19,7 +19,7 @@ def prompt_partition(partition: str) -> str:
 
 
 def open_prompt_source(recipe: Recipe, *, split: str) -> Any:
-    """The recipe's prompt stream for ``split`` (``train`` or ``val``): a task or parquet."""
+    """The recipe's prompt stream for ``split`` (``train`` or ``val``): a task or files."""
     from rlctl.registry import get_registry
 
     data = recipe.data
@@ -27,14 +27,14 @@ def open_prompt_source(recipe: Recipe, *, split: str) -> Any:
         reg = get_registry().get("task", data.task)
         options = reg.options.model_validate(dict(data.task_options)) if reg.options else dict(data.task_options)
         return reg.load()(options, seed=recipe.run.seed, split=split)
-    from rlctl.tasks.parquet_source import ParquetPromptSource
+    from rlctl.tasks.file_source import FilePromptSource
 
     path = data.train if split == "train" else data.val
     if path is None:
-        raise ValueError(f"[data] {split} is not set: give a parquet file or a [data] task")
-    return ParquetPromptSource(
+        raise ValueError(f"[data] {split} is not set: give a prompt file or a [data] task")
+    return FilePromptSource(
         path, prompt_key=data.prompt_key, answer_key=data.answer_key, seed=recipe.run.seed,
-        shuffle=data.shuffle and split == "train",
+        shuffle=data.shuffle and split == "train", what=f"[data] {split}",
     )
 
 
