@@ -73,18 +73,23 @@ def run_advantage_phase(plane: Any, meta: KVBatchMeta, recipe: Recipe, registry:
     estimator_options = dict(alg.estimator_options)
     if reg.options is not None:
         estimator_options = reg.options(**estimator_options).model_dump()
-    advantages, returns = estimator(
-        token_level_rewards=token_rewards,
-        response_mask=mask,
-        index=meta.tag_values("uid"),
-        gamma=alg.gamma,
-        lam=alg.lam,
-        norm_adv_by_std_in_grpo=alg.norm_adv_by_std,
-        epsilon=1e-6,
-        reward_components={r.name: td[f"reward/{r.name}"].float().reshape(-1) for r in rewards},
-        **extra,
-        **estimator_options,
-    )
+    try:
+        advantages, returns = estimator(
+            token_level_rewards=token_rewards,
+            response_mask=mask,
+            index=meta.tag_values("uid"),
+            gamma=alg.gamma,
+            lam=alg.lam,
+            norm_adv_by_std_in_grpo=alg.norm_adv_by_std,
+            epsilon=1e-6,
+            reward_components={r.name: td[f"reward/{r.name}"].float().reshape(-1) for r in rewards},
+            **extra,
+            **estimator_options,
+        )
+    except Exception as exc:  # name the plugin, the estimator and the line that raised
+        from rlctl.plugin_errors import PluginCallError
+
+        raise PluginCallError.from_exception(reg, exc, estimator) from exc
     out = {"advantages": to_jagged(advantages.float(), lengths), "returns": to_jagged(returns.float(), lengths)}
     if kl_in_reward:
         out["token_level_rewards"] = to_jagged(token_rewards, lengths)
