@@ -134,8 +134,8 @@ class Registration:
             except Exception as exc:
                 raise TargetError(
                     f"{self.describe()}: its target {self.target!r} does not load: "
-                    f"{_describe(exc)}; fix the target in the plugin's register() call "
-                    "(`rlctl plugins list --check` checks every target)"
+                    f"{registry_targets.load_failure(exc, caller=__file__)}; fix the target or "
+                    "the module in the plugin (`rlctl plugins list --check` checks every target)"
                 ) from exc
         return self.target
 
@@ -253,7 +253,8 @@ class Registry:
                 info = infos[plugin_name]
                 self.failures.append(PluginFailure(
                     plugin_name, info.module,
-                    f"{info.describe()} registers nothing: " + "; ".join(refused[plugin_name]),
+                    f"{info.describe()} registers nothing: "
+                    + "; ".join(dict.fromkeys(refused[plugin_name])),
                 ))
                 continue
             for reg in regs:

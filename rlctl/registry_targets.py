@@ -22,6 +22,7 @@ import difflib
 import importlib
 import importlib.util
 import sys
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,23 @@ def resolve(target: str) -> Any:
         obj = getattr(obj, part)
         where = f"{where}.{part}"
     return obj
+
+
+def load_failure(exc: BaseException, *, caller: str = "") -> str:
+    """``Type: message (at file:line)`` for an exception :func:`resolve` let through.
+
+    The location is the innermost frame outside the import machinery, this module and
+    ``caller`` (the file that called :func:`resolve`): the line of the target module that
+    raised (e.g. its ``import missing_lib``). A missing module or attribute has no such
+    frame, and its message already says what is missing.
+    """
+    skip = (__file__, importlib.__file__, caller)
+    frames = [
+        f for f in traceback.extract_tb(exc.__traceback__)
+        if not f.filename.startswith("<frozen") and f.filename not in skip
+    ]
+    where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    return f"{type(exc).__name__}: {exc}{where}"
 
 
 def static_problem(target: object) -> str | None:
