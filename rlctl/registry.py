@@ -214,9 +214,7 @@ class Registry:
                         continue
                     impl(register=_make_register(kind, info, staged))
             except Exception as exc:  # noqa: BLE001 -- a broken plugin must not break the CLI
-                self.failures.append(
-                    PluginFailure(plugin_name, info.module, _describe(exc))
-                )
+                self._refuse(plugin_name, info, _describe(exc))
                 continue  # all or nothing: what it registered before raising is dropped
             staged_by_plugin[plugin_name] = staged
         self._admit(staged_by_plugin, infos)
@@ -251,14 +249,17 @@ class Registry:
         for plugin_name, regs in staged.items():
             if plugin_name in refused:
                 info = infos[plugin_name]
-                self.failures.append(PluginFailure(
-                    plugin_name, info.module,
-                    f"{info.describe()} registers nothing: "
-                    + "; ".join(dict.fromkeys(refused[plugin_name])),
-                ))
+                reasons = "; ".join(dict.fromkeys(refused[plugin_name]))
+                self._refuse(plugin_name, info, f"{info.describe()} registers nothing: {reasons}")
                 continue
             for reg in regs:
                 self._by_kind[reg.kind][reg.name] = reg
+
+    def _refuse(self, plugin_name: str, info: PluginInfo, error: str) -> None:
+        """Record why a plugin is out, and take its other hooks (commands, lifecycle) out too."""
+        self.failures.append(PluginFailure(plugin_name, info.module, error))
+        self.pm.unregister(name=plugin_name)
+        self.plugins = [p for p in self.plugins if p.name != plugin_name]
 
 
 def _make_register(

@@ -39,6 +39,7 @@ def test_a_plugin_that_raises_half_way_registers_nothing(install) -> None:
     assert registry.find("advantage_estimator", "halfway_estimator") is None
     assert registry.find("reward_function", "halfway_reward") is None
     assert list(registry.by_plugin("halfway")) == []
+    assert registry.pm.get_plugin("halfway") is None
     error = _failure(registry, "halfway")
     assert error.startswith("RuntimeError: the plugin's config file is missing (at ")
     assert error.endswith("halfway_plugin.py:11)")
@@ -54,6 +55,10 @@ def register_reward_functions(register):
 
 def own(sample, **options):
     return 1.0
+
+@hookimpl
+def validate_config(recipe):
+    return ["shadow objects to every recipe"]
 '''
 
 
@@ -62,6 +67,9 @@ def test_a_builtin_name_stays_builtin_and_the_plugin_that_claims_it_is_named(ins
     registry = build_registry(external="shadow")
     assert registry.get("reward_function", "exact_match").plugin.name == "rlctl.plugins.rewards"
     assert registry.find("reward_function", "shadow_own") is None  # all or nothing
+    # ... its other hooks are out too: a refused plugin's validate_config never runs
+    assert registry.pm.get_plugin("shadow") is None
+    assert "shadow" not in [p.name for p in registry.plugins]
     error = _failure(registry, "shadow")
     assert error == snapshot(
         'plugin shadow (entry point `shadow = shadow_plugin` of shadow-rlctl 0.1) registers '
