@@ -15,7 +15,9 @@ Use it from a test module of your backend::
             plane.close()
 
 Every test works in its own fresh partition, so ``plane`` may be shared (e.g. a
-session-scoped backend behind a function-scoped fixture).
+session-scoped backend behind a function-scoped fixture). Errors are checked by their type
+(:mod:`rlctl.dataplane.errors`, imported from ``rlctl.dataplane``) and by the ``keys`` /
+``field`` attributes of ``UnknownKeyError`` and ``MissingFieldError``, never by wording.
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ import pytest
 import torch
 from tensordict import NonTensorStack
 
-from rlctl.dataplane import jagged
 from rlctl.dataplane import (
     DuplicateKeyError,
     MissingFieldError,
@@ -39,6 +40,7 @@ from rlctl.dataplane import (
     ShapeMismatchError,
     TagCountError,
     UnknownKeyError,
+    jagged,
 )
 
 
