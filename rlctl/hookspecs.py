@@ -21,7 +21,9 @@ Two families of hooks exist:
           **metadata,                      # kind-specific facts, documented per hook below
       ) -> None
 
-  Registering a name twice for one kind is an error that names both plugins.
+  Names are unique per kind and registration is all or nothing per plugin: a plugin that
+  raises half-way, claims a built-in's name, or claims a name another third-party plugin
+  also claims, registers nothing (docs/plugins.md, "Who owns a name").
 
 * **Lifecycle hooks** are called by the CLI and the trainer at fixed points.
 
@@ -118,8 +120,11 @@ def register_reward_functions(register: Callable[..., None]) -> None:
     """Register reward functions (``[[rewards]] name = NAME``).
 
     ``target(sample: RewardInput, **options) -> float | dict[str, float]``; a dict
-    must hold ``"score"``. Rewards run inside the rollout workers, never in the
-    controller. Several rewards combine by their recipe ``weight``.
+    must hold ``"score"``. ``RewardInput`` is :class:`rlctl.rewards.RewardInput`; its
+    ``response_text`` is cut at the first eos. ``options`` are the fields of the validated
+    option model, as keywords. Rewards run inside the rollout workers, never in the
+    controller. Several rewards combine by their recipe ``weight``. One that raises stops
+    the step with :class:`rlctl.plugin_errors.PluginCallError` naming it.
     """
 
 

@@ -3,7 +3,8 @@
 Every ``options`` table (engines, data plane, estimator, policy loss, rewards, task, sinks)
 is validated by the option model its plugin registered, so a third-party plugin's options
 are checked exactly like a built-in's. A name no plugin registered is a problem that lists
-the registered names.
+the registered names, and so is a selected name whose lazy ``module:attr`` target would not
+load (checked without importing it, see :mod:`rlctl.registry_targets`).
 """
 
 from __future__ import annotations
@@ -85,6 +86,16 @@ def unknown_name_problem(sel: Selection, registry: Registry) -> ConfigProblem:
     )
 
 
+def target_problem(sel: Selection, reg: Registration, why: str) -> ConfigProblem:
+    """A selected name whose registered target does not exist: blame the plugin."""
+    return ConfigProblem(
+        _path(sel.loc),
+        f"{reg.describe()} cannot be loaded: its target {reg.target!r} is broken: {why}",
+        "fix the target in the plugin's register() call (or report it to the plugin's "
+        "authors), or choose another name; `rlctl plugins list --check` checks every target",
+    )
+
+
 def _path(loc: Loc) -> str:
     return key_path(loc)
 
@@ -131,6 +142,9 @@ def check_selections(
         if reg is None:
             problems.append(unknown_name_problem(sel, registry))
             continue
+        broken = reg.target_problem()
+        if broken is not None:
+            problems.append(target_problem(sel, reg, broken))
         model, probs = validate_options(sel, reg)
         problems += probs
         if model is not None and sel.options_loc is not None:

@@ -7,12 +7,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rlctl.dataplane.contract import (
-    DataPlane,
+from rlctl.dataplane.contract import DataPlane
+from rlctl.dataplane.errors import (
     DataPlaneClosedError,
     DataPlaneError,
+    DuplicateKeyError,
     FieldLayoutError,
     MissingFieldError,
+    RowCountError,
+    ShapeMismatchError,
+    TagCountError,
     UnknownKeyError,
 )
 from rlctl.dataplane.replay_buffer import ReplayBuffer, RolloutFailure, SampleTimeout
@@ -24,11 +28,15 @@ __all__ = [
     "DataPlane",
     "DataPlaneClosedError",
     "DataPlaneError",
+    "DuplicateKeyError",
     "FieldLayoutError",
     "MissingFieldError",
     "ReplayBuffer",
     "RolloutFailure",
+    "RowCountError",
     "SampleTimeout",
+    "ShapeMismatchError",
+    "TagCountError",
     "UnknownKeyError",
     "open_data_plane",
 ]

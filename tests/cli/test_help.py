@@ -146,8 +146,10 @@ Usage: rlctl plugins list [OPTIONS]
   implementation has not landed are marked "not implemented yet".
 
 Options:
-  --json  Print JSON.
-  --help  Show this message and exit.
+  --json   Print JSON.
+  --check  Also check that every registered module:attr target exists (without
+           importing it); exit 1 if one is broken or a plugin failed to load.
+  --help   Show this message and exit.
 """)
 
 

@@ -203,6 +203,7 @@ class _StepRollout:
         return len(outputs), len(failures)
 
     def _score(self, key: str, rec: PromptRecord, out: AgentOutput) -> _Scored:
+        from rlctl.plugin_errors import PluginCallError
         from rlctl.rewards.base import RewardInput
 
         sample = RewardInput.from_tokens(
@@ -216,6 +217,9 @@ class _StepRollout:
         )
         try:
             result = self.worker.rewards(sample)  # {"score", "<name>", "<name>/<component>"}
+        except PluginCallError as exc:  # names the reward's plugin and file:line already
+            context = f"scoring sample {key} (data source {rec.data_source!r})"
+            raise exc.within(context) from exc.__cause__
         except Exception as exc:
             raise RuntimeError(f"scoring sample {key} (data source {rec.data_source!r}) failed: {exc}") from exc
         parts = {f"reward/{k}": float(v) for k, v in result.items() if k != "score"}
