@@ -17,6 +17,7 @@ from rlctl.checkpoint.config_compat import (
 )
 from rlctl.checkpoint.hf_export import ExportError, export_hf
 from rlctl.checkpoint.manager import (
+    CheckpointDamaged,
     CheckpointError,
     CheckpointInfo,
     CheckpointManager,
@@ -29,6 +30,7 @@ from rlctl.checkpoint.trainer_state import TrainerState
 
 __all__ = [
     "RESUME_IGNORED",
+    "CheckpointDamaged",
     "CheckpointError",
     "CheckpointInfo",
     "CheckpointManager",

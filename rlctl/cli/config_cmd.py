@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from rlctl.cli.common import RecipeArgs, SetOption, load_or_exit, say
+from rlctl.cli.common import EXIT_USAGE, RecipeArgs, SetOption, load_or_exit, say
 
 config_app = typer.Typer(
     name="config",
@@ -58,7 +58,15 @@ def validate(recipes: RecipeArgs, overrides: SetOption = None) -> None:
     Exit 0 with a one-line summary, or exit 2 listing each problem: its key path, what is
     wrong and how to fix it.
     """
+    from rlctl.config.problems import format_problems
+    from rlctl.tasks.data_checks import data_file_problems
+
     loaded = load_or_exit(recipes, overrides)
+    # the data files too (pyarrow, no torch); prompt lengths need the tokenizer: `train` checks them
+    problems = data_file_problems(loaded.recipe.data)
+    if problems:
+        say(format_problems(problems))
+        raise typer.Exit(EXIT_USAGE)
     for note in notes(loaded):
         say(note)
     typer.echo(f"ok: {summary(loaded)}")

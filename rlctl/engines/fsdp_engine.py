@@ -323,8 +323,10 @@ class FSDPEngine:
 
     def load(self, path: str) -> None:
         """Restore a checkpoint written by :meth:`save` (same role; any world size)."""
+        from rlctl.checkpoint import safe_dcp
+
         state = self._checkpoint_state()
-        dcp.load(state, checkpoint_id=path)
+        safe_dcp.load(state, path)  # never dcp.load: it unpickles the checkpoint unrestricted
         model = self._require_model()
         set_model_state_dict(model, state["model"])
         if self.optimizer is not None and self.scheduler is not None:

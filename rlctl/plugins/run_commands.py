@@ -27,11 +27,14 @@ def register_commands(cli: Any) -> None:
         output: Path = typer.Option(..., "--output", "-o", help="Directory for the HF model."),
     ) -> None:
         """Write a checkpoint's policy in HF format (safetensors + config + tokenizer)."""
-        from rlctl.checkpoint import CheckpointError
+        from rlctl.checkpoint import CheckpointDamaged, CheckpointError
         from rlctl.checkpoint.offline_export import export_checkpoint
 
         try:
             out = export_checkpoint(checkpoint, output)
+        except CheckpointDamaged as exc:  # complete, but its files do not match: a run failure
+            typer.echo(f"error: the checkpoint is damaged: {exc}", err=True)
+            raise typer.Exit(1) from None
         except (CheckpointError, FileNotFoundError) as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
