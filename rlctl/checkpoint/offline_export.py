@@ -37,5 +37,7 @@ def export_checkpoint(checkpoint: Path | str, out_dir: Path | str) -> Path:
     state = safe_dcp.load_full(shards).get("model")  # all shards -> one dict, no cluster
     if not isinstance(state, dict):
         raise CheckpointDamaged(f"{shards} holds no model weights")
-    skeleton = load_causal_lm(recipe.model, recipe.run.seed)
-    return export_hf(state, skeleton.config, load_tokenizer(recipe.model), out_dir)
+    # the checkpoint's config names the model to rebuild; it must not make us run model code
+    model = recipe.model.model_copy(update={"trust_remote_code": False})
+    skeleton = load_causal_lm(model, recipe.run.seed)
+    return export_hf(state, skeleton.config, load_tokenizer(model), out_dir)
