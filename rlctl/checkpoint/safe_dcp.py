@@ -27,6 +27,7 @@ from typing import Any
 import torch
 from torch.distributed.checkpoint import FileSystemReader
 from torch.distributed.checkpoint import load as dcp_load
+from torch.distributed.checkpoint import save as dcp_save
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.default_planner import (
     DefaultLoadPlanner,
@@ -143,6 +144,15 @@ class _SafeEmptyPlanner(_EmptyStateDictLoadPlanner):
         super().load_bytes(read_item, value)
 
 
+def save(state_dict: dict[str, Any], path: Path | str) -> None:
+    """``dcp.save(state_dict, checkpoint_id=path)``; a failure (a full disk...) is a
+    :class:`CheckpointError`, not torch's ``CheckpointException`` (a ``BaseException``)."""
+    try:
+        dcp_save(state_dict, checkpoint_id=path)
+    except (CheckpointException, Exception) as exc:  # noqa: BLE001 -- see the docstring
+        raise CheckpointError(f"cannot save checkpoint {path}: {_reason(exc)}") from None
+
+
 def load(state_dict: dict[str, Any], path: Path | str, **kwargs: Any) -> None:
     """``dcp.load(state_dict, checkpoint_id=path)``, safely; errors are :class:`CheckpointError`."""
     _check_index(path)
@@ -176,7 +186,8 @@ def _guarded(path: Path | str, run: Any) -> None:
         run()
     except CheckpointError as exc:
         raise CheckpointDamaged(f"cannot load checkpoint {path}: {exc}") from None
-    except (CheckpointException, Exception) as exc:  # noqa: BLE001 -- CheckpointException is a BaseException
+    # CheckpointException is a BaseException: `except Exception` alone would let it through
+    except (CheckpointException, Exception) as exc:  # noqa: BLE001
         raise CheckpointDamaged(f"cannot load checkpoint {path}: {_reason(exc)}") from None
 
 

@@ -88,7 +88,9 @@ def _tokenizer(recipe: Recipe) -> tuple[object | None, list[ConfigProblem]]:
                                     "give a local directory with the tokenizer files")]
 
 
-def _resolve(recipe: Recipe, path: str | None) -> tuple[Path | None, list[str], list[ConfigProblem]]:
+def _resolve(
+    recipe: Recipe, path: str | None
+) -> tuple[Path | None, list[str], list[ConfigProblem]]:
     from rlctl.checkpoint import CheckpointError, CheckpointManager
     from rlctl.checkpoint.manager import CHECKPOINTS_DIR
 
