@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from rlctl.cli.common import RecipeArgs, SetOption, load_or_exit, say
+from rlctl.cli.common import EXIT_USAGE, RecipeArgs, SetOption, load_or_exit, say
 from rlctl.cli.migrate_cmd import migrate
 
 config_app = typer.Typer(
@@ -53,13 +53,29 @@ def notes(loaded) -> list[str]:  # type: ignore[no-untyped-def]
 
 
 @config_app.command("validate")
-def validate(recipes: RecipeArgs, overrides: SetOption = None) -> None:
+def validate(
+    recipes: RecipeArgs,
+    overrides: SetOption = None,
+    skip_data: Annotated[
+        bool,
+        typer.Option("--skip-data", help="Do not open data.train / data.val (a recipe for "
+                     "another machine, whose files are not here); `train` still checks them."),
+    ] = False,
+) -> None:
     """Check recipes and report every problem.
 
     Exit 0 with a one-line summary, or exit 2 listing each problem: its key path, what is
-    wrong and how to fix it.
+    wrong and how to fix it. The data files are opened too, unless --skip-data.
     """
+    from rlctl.config.problems import format_problems
+    from rlctl.tasks.data_checks import data_file_problems
+
     loaded = load_or_exit(recipes, overrides)
+    # the data files too (pyarrow, no torch); prompt lengths need the tokenizer: `train` checks them
+    problems = [] if skip_data else data_file_problems(loaded.recipe.data)
+    if problems:
+        say(format_problems(problems))
+        raise typer.Exit(EXIT_USAGE)
     for note in notes(loaded):
         say(note)
     typer.echo(f"ok: {summary(loaded)}")

@@ -17,6 +17,8 @@ from pydantic import BaseModel, ValidationError
 
 from rlctl.config.problems import ConfigProblem, choose_from, did_you_mean, key_path
 from rlctl.config.recipe import Recipe
+from rlctl.config.render import toml_value
+from rlctl.config.strict import allows_non_finite, non_finite_paths
 from rlctl.config.validation import Loc, problems_from_validation
 from rlctl.registry import Registration, Registry
 
@@ -120,11 +122,27 @@ def validate_options(
             ]
         return None, []
     try:
-        return model.model_validate(options), []
+        validated = model.model_validate(options)
     except ValidationError as exc:
         return None, problems_from_validation(
             model, exc, prefix=sel.options_loc, what=f'options of "{sel.name}"'
         )
+    if allows_non_finite(model):  # a third-party model that does not inherit OptionsModel
+        bad = [
+            ConfigProblem(
+                _path(sel.options_loc + loc), f"{toml_value(_at(options, loc))} is not a finite "
+                "number", "use a finite number (nan and inf are not allowed)")
+            for loc in non_finite_paths(options)
+        ]
+        if bad:
+            return None, bad
+    return validated, []
+
+
+def _at(data: Any, loc: Loc) -> Any:
+    for part in loc:
+        data = data[part]
+    return data
 
 
 def check_selections(

@@ -26,7 +26,9 @@ INTRO = """\
      tests/config/test_docs.py checks that this file matches the code. -->
 
 A recipe is a TOML file. Every key below has a type, a default and a description; unknown
-keys are errors. Values come from, highest precedence first:
+keys are errors. Types are strict and numbers finite: `true` is not a number, `1` is not a
+boolean, `10.0` is not a whole number (an integer is a fine float), and `nan` / `inf` are
+refused everywhere (plugin options included). Values come from, highest precedence first:
 
 1. `-s key.path=value` on the command line (the value is a TOML literal; a bare word that is
    not valid TOML is a string: `-s model.path=Qwen/Qwen3-0.6B`);

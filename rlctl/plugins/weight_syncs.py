@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+from pydantic import BaseModel, Field, PositiveInt
 
+from rlctl.config.strict import STRICT_CONFIG
 from rlctl.engines.rollout.vllm.options import VLLMWeightSyncOptions
 from rlctl.engines.rollout.weight_sync import InProcessOptions
 from rlctl.hookspecs import hookimpl
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = STRICT_CONFIG
 
 
 class SGLangWeightSyncOptions(_Strict):

@@ -64,6 +64,10 @@ class FilePromptSource:
 
         return np.random.default_rng([self.seed, epoch]).permutation(len(self.rows)).tolist()
 
+    def prompt_at(self, row_index: int) -> Prompt:
+        """The prompt of row ``row_index`` of the files (not of the shuffled order)."""
+        return self._to_prompt(row_index)
+
     def _to_prompt(self, row_index: int) -> Prompt:
         row = self.rows[row_index]
         where = f"{self._origin[row_index]} row {row_index}"

@@ -70,7 +70,8 @@ Usage: rlctl config validate [OPTIONS] {RECIPE}...
   Check recipes and report every problem.
 
   Exit 0 with a one-line summary, or exit 2 listing each problem: its key path,
-  what is wrong and how to fix it.
+  what is wrong and how to fix it. The data files are opened too, unless --skip-
+  data.
 
 Arguments:
   RECIPE <list[Path]>  Recipe TOML files; later files override earlier ones
@@ -80,6 +81,9 @@ Options:
   -s, --set KEY=VALUE  Override one key, e.g. -s algorithm.kl.coef=0.01 (value
                        parsed as TOML; a bare word is a string). Beats RLCTL_*
                        env vars and recipe files.
+  --skip-data          Do not open data.train / data.val (a recipe for another
+                       machine, whose files are not here); `train` still checks
+                       them.
   --help               Show this message and exit.
 """)
 

@@ -122,7 +122,9 @@ class LocalWorkerGroup(WorkerGroup):
         self.meter.count(method, kwargs, outgoing=True)
         try:
             result = getattr(self.workers[rank], method)(**kwargs)
-        except Exception as exc:
+        except (KeyboardInterrupt, SystemExit, GeneratorExit):
+            raise
+        except BaseException as exc:  # torch's CheckpointException is a BaseException
             raise WorkerError(f"{self.name} rank {rank}: {method} failed: {exc}") from exc
         return result
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+from pydantic import BaseModel, Field, PositiveInt
+
+from rlctl.config.strict import STRICT_CONFIG
 
 
 class ServerOptions(BaseModel):
     """Where the servers come from and how long they may take."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = STRICT_CONFIG
 
     urls: list[str] = []
     """Already running servers to use; empty = start servers."""

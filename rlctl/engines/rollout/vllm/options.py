@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+from pydantic import BaseModel, Field, PositiveInt
 
+from rlctl.config.strict import STRICT_CONFIG
 from rlctl.engines.rollout.server.options import ServerOptions
 
 # The transfer engine rlctl registers inside vLLM's worker (rlctl/engines/rollout/vllm/worker/) for the
@@ -26,7 +27,7 @@ RLCTL_TRANSFER_BACKEND = "rlctl_cpu"
 class VLLMWeightSyncOptions(BaseModel):
     """Options of the ``vllm`` weight sync (vLLM's native weight-transfer lifecycle)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = STRICT_CONFIG
 
     method: Literal["native", "reload"] = "native"
     """``native``: init / pause / start / update per bucket / finish / resume; ``reload``: one file + ``/collective_rpc reload_weights``."""

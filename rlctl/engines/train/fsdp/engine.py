@@ -21,7 +21,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-import torch.distributed.checkpoint as dcp
 from torch import nn
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
@@ -39,6 +38,7 @@ from torch.distributed.fsdp import (
     fully_shard,
 )
 
+from rlctl.checkpoint import safe_dcp
 from rlctl.config.derived import derive
 from rlctl.engines.train.batch import ModelBatch
 from rlctl.engines.distributed import all_reduce_max_int, all_reduce_sum, ensure_process_group
@@ -319,12 +319,12 @@ class FSDPEngine:
 
     def save(self, path: str) -> None:
         """Sharded checkpoint (model, optimizer, scheduler) with torch.distributed.checkpoint."""
-        dcp.save(self._checkpoint_state(), checkpoint_id=path)
+        safe_dcp.save(self._checkpoint_state(), path)  # errors as CheckpointError, one line
 
     def load(self, path: str) -> None:
         """Restore a checkpoint written by :meth:`save` (same role; any world size)."""
         state = self._checkpoint_state()
-        dcp.load(state, checkpoint_id=path)
+        safe_dcp.load(state, path)  # never dcp.load: it unpickles the checkpoint unrestricted
         model = self._require_model()
         set_model_state_dict(model, state["model"])
         if self.optimizer is not None and self.scheduler is not None:
