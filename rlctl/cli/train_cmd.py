@@ -56,31 +56,15 @@ def train(
 
     Exit 0 when training completes, 1 when the run fails, 2 when the recipe has problems.
     """
-    from rlctl.config.plugin_options import kind_words, unimplemented
-    from rlctl.config.problems import key_path
-    from rlctl.registry import NotImplementedYet, get_registry
-
     overrides = list(overrides or [])
-    if local:
+    if local:  # the one place --local applies: the loader then runs one rank per role
         overrides.append('resources.mode="local"')
     loaded = load_or_exit(recipes, overrides)
-    missing = unimplemented(loaded.recipe, get_registry())
-    if missing:
-        listed = "; ".join(
-            f'{key_path(s.loc)} = "{s.name}" ({kind_words(s.kind)})' for s in missing
-        )
-        fail(f"not implemented yet: {listed}",
-             fix="choose an implemented name (see `rlctl plugins list`)")
     try:
         from rlctl.trainer.controller.entry import train_from_recipe
     except ImportError as exc:
         fail(f"training is not available: {exc}",
              fix='install the training extras: pip install -e ".[train]"')
     resume_arg: str | bool | None = True if resume == RESUME_LATEST else resume
-    try:
-        code = train_from_recipe(
-            loaded, local=local, quiet=quiet, resume=resume_arg, force_resume=force_resume
-        )
-    except NotImplementedYet as exc:
-        fail(f"not implemented yet: {exc}")
+    code = train_from_recipe(loaded, quiet=quiet, resume=resume_arg, force_resume=force_resume)
     raise typer.Exit(int(code) if code is not None else EXIT_RUN_FAILURE)

@@ -71,18 +71,18 @@ def test_length_penalty():
 
 def test_reward_set_weights_and_logs_each_term():
     registry = build_registry(external="none")
+    # options come validated (as keywords) from the loaded recipe, in section order
     rewards = RewardSet.from_sections(
-        [RewardSection(name="digits_match"),
-         RewardSection(name="length_penalty", weight=0.5,
-                       options={"target_tokens": 1, "max_tokens": 3})],
+        [RewardSection(name="digits_match"), RewardSection(name="length_penalty", weight=0.5)],
         registry,
+        [{}, {"target_tokens": 1, "max_tokens": 3}],
     )
     out = rewards(_sample("55", "5", ids=(9, 9, EOS_ID)))
     assert out["digits_match"] == 0.5 and out["digits_match/exact"] == 0.0
     assert out["length_penalty"] == -1.0
     assert out["score"] == pytest.approx(0.5 - 0.5)
-    with pytest.raises(ValueError, match="bad options"):
-        RewardSet.from_sections([RewardSection(name="gsm8k", options={"methd": "x"})], registry)
+    with pytest.raises(ValueError, match="1 reward sections but 0 option sets"):
+        RewardSet.from_sections([RewardSection(name="gsm8k")], registry, [])
 
 
 def test_a_pad_token_before_eos_is_not_a_correct_answer():
