@@ -29,32 +29,13 @@ from rlctl import hookspecs, registry_targets
 ENTRY_POINT_GROUP = "rlctl"
 PLUGINS_ENV = "RLCTL_PLUGINS"
 
-# kind -> registration hook name. The kind names are what `plugins list` and errors show.
-KINDS: dict[str, str] = {
-    "model_engine": "register_model_engines",
-    "rollout_engine": "register_rollout_engines",
-    "weight_sync": "register_weight_syncs",
-    "advantage_estimator": "register_advantage_estimators",
-    "policy_loss": "register_policy_losses",
-    "reward_function": "register_reward_functions",
-    "task": "register_tasks",
-    "agent_loop": "register_agent_loops",
-    "data_plane": "register_data_planes",
-    "metric_sink": "register_metric_sinks",
-}
+# kind -> registration hook name; each kind is declared once, on its hook (hookspecs).
+KINDS: dict[str, str] = {k.name: k.hook for k in hookspecs.PLUGIN_KINDS.values()}
 
-# Built-in plugin modules, registered exactly like third-party ones.
+# Built-in plugin modules, registered exactly like third-party ones: one per kind, then the
+# modules that add commands or checks only.
 BUILTIN_MODULES: tuple[str, ...] = (
-    "rlctl.plugins.model_engines",
-    "rlctl.plugins.rollout_engines",
-    "rlctl.plugins.weight_syncs",
-    "rlctl.plugins.estimators",
-    "rlctl.plugins.policy_losses",
-    "rlctl.plugins.rewards",
-    "rlctl.plugins.tasks",
-    "rlctl.plugins.agent_loops",
-    "rlctl.plugins.data_planes",
-    "rlctl.plugins.metric_sinks",
+    *(k.builtin for k in hookspecs.PLUGIN_KINDS.values()),
     "rlctl.cli.bench_cmd",
     "rlctl.cli.engines_cmd",
     "rlctl.cli.runs_cmd",
@@ -64,10 +45,6 @@ BUILTIN_MODULES: tuple[str, ...] = (
 
 class RegistryError(Exception):
     """A registration conflict or lookup failure."""
-
-
-class NotImplementedYet(RegistryError):
-    """A registered name whose implementation has not landed."""
 
 
 class TargetError(RegistryError, ImportError):
@@ -103,15 +80,11 @@ class Registration:
 
     kind: str
     name: str
-    target: Any  # callable, class, "module:attr" string, or None (not implemented yet)
+    target: Any  # callable, class, or lazy "module:attr" string
     plugin: PluginInfo
     options: type | None = None
     description: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def implemented(self) -> bool:
-        return self.target is not None
 
     def describe(self) -> str:
         """``reward function "shout" of plugin shout (entry point ...)`` for messages."""
@@ -123,12 +96,6 @@ class Registration:
         A target that does not import raises :class:`TargetError` naming the plugin, the
         kind, the name and the target (``rlctl plugins list --check`` finds these early).
         """
-        if self.target is None:
-            raise NotImplementedYet(
-                f"{self.kind.replace('_', ' ')} {self.name!r} is registered by "
-                f"{self.plugin.name} but not implemented yet; choose another "
-                f"{self.kind.replace('_', ' ')}"
-            )
         if isinstance(self.target, str):
             try:
                 return registry_targets.resolve(self.target)
@@ -143,6 +110,21 @@ class Registration:
     def target_problem(self) -> str | None:
         """Why the target will not load, found without importing it (``None``: fine)."""
         return registry_targets.static_problem(self.target)
+
+
+@dataclass(frozen=True)
+class HookOutcome:
+    """What one plugin's implementation of a hook returned, or the exception it raised."""
+
+    plugin: str
+    hook: str
+    result: Any = None
+    error: Exception | None = None
+
+    def describe(self) -> str:
+        """``plugin X: hook raised Type: message (at file:line)`` for a failed call."""
+        return f"plugin {self.plugin}: {self.hook} raised {_describe(self.error)}" \
+            if self.error is not None else f"plugin {self.plugin}: {self.hook} returned"
 
 
 @dataclass(frozen=True)
@@ -195,25 +177,47 @@ class Registry:
                 if reg.plugin.name == plugin_name:
                     yield reg
 
+    # ----------------------------------------------------------------- calling hooks
+    def call_each(
+        self, hook: str, *, plugin: str | None = None, **kwargs: Any
+    ) -> list[HookOutcome]:
+        """Call every implementation of ``hook`` one plugin at a time, in registration order.
+
+        Each call is isolated: an exception becomes the :attr:`HookOutcome.error` of that
+        plugin and the next plugin is still called. ``plugin`` restricts the call to the one
+        plugin of that name. ``kwargs`` are the hook's arguments; each implementation gets
+        the ones it names (pluggy's rule: an implementation may take fewer).
+        """
+        outcomes = []
+        for impl in getattr(self.pm.hook, hook).get_hookimpls():
+            if plugin is not None and impl.plugin_name != plugin:
+                continue
+            try:
+                result = impl.function(*[kwargs[name] for name in impl.argnames])
+            except Exception as exc:  # noqa: BLE001 -- reported by the caller, with the plugin
+                outcomes.append(HookOutcome(impl.plugin_name, hook, error=exc))
+            else:
+                outcomes.append(HookOutcome(impl.plugin_name, hook, result))
+        return outcomes
+
     # ----------------------------------------------------------------- building
     def _collect(self, infos: dict[str, PluginInfo]) -> None:
         """Call every registration hook of every plugin, one plugin at a time.
 
-        Calling per plugin (not through ``pm.hook``) lets us attribute each registration
-        to its plugin and isolate a plugin that raises.
+        Calling per plugin (:meth:`call_each`, not ``pm.hook``) lets us attribute each
+        registration to its plugin and isolate a plugin that raises.
         """
         staged_by_plugin: dict[str, list[Registration]] = {}
         for plugin_name, info in infos.items():
-            plugin = self.pm.get_plugin(plugin_name)
-            if plugin is None:
+            if self.pm.get_plugin(plugin_name) is None:
                 continue
             staged: list[Registration] = []
             try:
                 for kind, hook_name in KINDS.items():
-                    impl = getattr(plugin, hook_name, None)
-                    if impl is None:
-                        continue
-                    impl(register=_make_register(kind, info, staged))
+                    register = _make_register(kind, info, staged)
+                    for outcome in self.call_each(hook_name, plugin=plugin_name, register=register):
+                        if outcome.error is not None:
+                            raise outcome.error  # one failed hook drops the whole plugin
             except Exception as exc:  # noqa: BLE001 -- a broken plugin must not break the CLI
                 self._refuse(plugin_name, info, _describe(exc))
                 continue  # all or nothing: what it registered before raising is dropped
@@ -276,6 +280,11 @@ def _make_register(
     ) -> None:
         if not isinstance(name, str) or not name:
             raise RegistryError(f"{info.name}: {kind} names must be non-empty strings")
+        if target is None:
+            raise RegistryError(
+                f"{info.name}: {kind} {name!r} has no target; register a callable, a class or "
+                'a lazy "module:attr" string'
+            )
         staged.append(
             Registration(kind, name, target, info, options, description, dict(metadata))
         )

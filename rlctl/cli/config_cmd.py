@@ -39,19 +39,6 @@ def summary(loaded) -> str:  # type: ignore[no-untyped-def]
     )
 
 
-def notes(loaded) -> list[str]:  # type: ignore[no-untyped-def]
-    """Selected names that `train` will refuse because they are not implemented yet."""
-    from rlctl.config.plugin_options import kind_words, unimplemented
-    from rlctl.config.problems import key_path
-    from rlctl.registry import get_registry
-
-    return [
-        f'note: {key_path(sel.loc)} = "{sel.name}": {kind_words(sel.kind)} "{sel.name}" is '
-        "registered but not implemented yet; `rlctl train` will refuse it"
-        for sel in unimplemented(loaded.recipe, get_registry())
-    ]
-
-
 @config_app.command("validate")
 def validate(
     recipes: RecipeArgs,
@@ -76,8 +63,6 @@ def validate(
     if problems:
         say(format_problems(problems))
         raise typer.Exit(EXIT_USAGE)
-    for note in notes(loaded):
-        say(note)
     typer.echo(f"ok: {summary(loaded)}")
 
 

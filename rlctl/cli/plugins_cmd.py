@@ -22,7 +22,6 @@ def plugins_report(registry) -> dict[str, Any]:  # type: ignore[no-untyped-def]
         for reg in registry.by_plugin(info.name):
             registered.setdefault(reg.kind, []).append({
                 "name": reg.name,
-                "implemented": reg.implemented,
                 "description": reg.description,
                 "options": sorted(reg.options.model_fields) if reg.options is not None else [],
             })
@@ -69,7 +68,7 @@ def render_plugin(plugin: dict[str, Any]) -> str:
     origin = "built-in" if plugin["builtin"] else f"module {plugin['module']}"
     lines = [f"{plugin['name']}  ({plugin['distribution']} {plugin['version']}, {origin})"]
     for kind, regs in plugin["registered"].items():
-        names = [r["name"] + ("" if r["implemented"] else " (not implemented yet)") for r in regs]
+        names = [r["name"] for r in regs]
         lines.append(f"  {kind.replace('_', ' ')}: {', '.join(names)}")
     if not plugin["registered"]:
         lines.append("  (registers commands or lifecycle hooks only)")
@@ -100,8 +99,7 @@ def list_plugins(
 ) -> None:
     """List plugins, what they registered, and failures.
 
-    Each plugin shows its distribution, version and module; names whose implementation has
-    not landed are marked "not implemented yet".
+    Each plugin shows its distribution, version and module.
     """
     from rlctl.cli.common import EXIT_RUN_FAILURE
     from rlctl.registry import get_registry

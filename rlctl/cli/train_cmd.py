@@ -67,21 +67,10 @@ def train(
     or the run directory is taken (another run is using it, or a fresh run would replace a
     previous run's results: use --resume or another run.name), 143 when stopped by SIGTERM.
     """
-    from rlctl.config.plugin_options import kind_words, unimplemented
-    from rlctl.config.problems import key_path
-    from rlctl.registry import NotImplementedYet, get_registry
-
     overrides = list(overrides or [])
-    if local:
+    if local:  # the one place --local applies: the loader then runs one rank per role
         overrides.append('resources.mode="local"')
     loaded = load_or_exit(recipes, overrides)
-    missing = unimplemented(loaded.recipe, get_registry())
-    if missing:
-        listed = "; ".join(
-            f'{key_path(s.loc)} = "{s.name}" ({kind_words(s.kind)})' for s in missing
-        )
-        fail(f"not implemented yet: {listed}",
-             fix="choose an implemented name (see `rlctl plugins list`)")
     _check_engine_env(loaded)
     try:
         from rlctl.trainer.controller.entry import train_from_recipe
@@ -91,14 +80,11 @@ def train(
              fix='install the training extras: pip install -e ".[train]"')
     resume_arg: str | bool | None = True if resume == RESUME_LATEST else resume
     checkpoint = checked_or_exit(preflight, loaded.recipe, resume_arg, force_resume)
-    try:
-        code = train_from_recipe(
-            loaded, local=local, quiet=quiet,
-            resume=str(checkpoint) if checkpoint is not None else None,
-            force_resume=force_resume,
-        )
-    except NotImplementedYet as exc:
-        fail(f"not implemented yet: {exc}")
+    code = train_from_recipe(
+        loaded, quiet=quiet,
+        resume=str(checkpoint) if checkpoint is not None else None,
+        force_resume=force_resume,
+    )
     raise typer.Exit(int(code) if code is not None else EXIT_RUN_FAILURE)
 
 

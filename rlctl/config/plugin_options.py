@@ -10,8 +10,8 @@ load (checked without importing it, see :mod:`rlctl.registry_targets`).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -20,7 +20,34 @@ from rlctl.config.recipe import Recipe
 from rlctl.config.render import toml_value
 from rlctl.config.strict import allows_non_finite, non_finite_paths
 from rlctl.config.validation import Loc, problems_from_validation
+from rlctl.hookspecs import PLUGIN_KINDS
 from rlctl.registry import Registration, Registry
+
+OptionsT = TypeVar("OptionsT", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class OptionsSpec:
+    """Base of the engine specs: hands a component its options, validated at load."""
+
+    options_key: ClassVar[str]
+    """Key path of the component's options table (``engines.train.options``)."""
+    if TYPE_CHECKING:
+        recipe: Recipe  # a field of every subclass (declared there, to keep its position)
+    options: BaseModel | None = field(default=None, kw_only=True)
+    """The table at :attr:`options_key` as validated when the recipe was loaded (an instance
+    of the option model the component registered); read it with :meth:`options_as`."""
+
+    def options_as(self, model: type[OptionsT]) -> OptionsT:
+        """The component's options as ``model``. A spec built by hand (a test, an embedding
+        application) without ``options`` gets the recipe's table validated by ``model``."""
+        if self.options is None:
+            return model.model_validate(dict(_value_at(self.recipe, tuple(
+                self.options_key.split(".")))))
+        if not isinstance(self.options, model):
+            raise TypeError(f"[{self.options_key}]: expected {model.__name__}, "
+                            f"got {type(self.options).__name__}")
+        return self.options
 
 
 @dataclass(frozen=True)
@@ -40,33 +67,64 @@ class Selection:
 
 
 def selections(recipe: Recipe) -> Iterator[Selection]:
-    """Every (kind, name) the recipe selects, with where its options live."""
-    e, a = recipe.engines, recipe.algorithm
-    yield Selection("model_engine", e.train.backend, ("engines", "train", "backend"),
-                    ("engines", "train", "options"), e.train.options)
-    yield Selection("rollout_engine", e.rollout.backend, ("engines", "rollout", "backend"),
-                    ("engines", "rollout", "options"), e.rollout.options)
-    if e.rollout.weight_sync is not None:
-        yield Selection("weight_sync", e.rollout.weight_sync,
-                        ("engines", "rollout", "weight_sync"), None, None)
-    yield Selection("advantage_estimator", a.estimator, ("algorithm", "estimator"),
-                    ("algorithm", "estimator_options"), a.estimator_options)
-    yield Selection("policy_loss", a.loss.policy_loss, ("algorithm", "loss", "policy_loss"),
-                    ("algorithm", "loss", "options"), a.loss.options)
-    for i, reward in enumerate(recipe.rewards):
-        yield Selection("reward_function", reward.name, ("rewards", i, "name"),
-                        ("rewards", i, "options"), reward.options)
-    if recipe.data.task is not None:
-        yield Selection("task", recipe.data.task, ("data", "task"),
-                        ("data", "task_options"), recipe.data.task_options)
-    yield Selection("agent_loop", recipe.rollout.agent_loop, ("rollout", "agent_loop"),
-                    None, None)
-    yield Selection("data_plane", recipe.data_plane.backend, ("data_plane", "backend"),
-                    ("data_plane", "options"), recipe.data_plane.options)
-    for i, sink in enumerate(recipe.logging.sinks):
-        yield Selection("metric_sink", sink, ("logging", "sinks", i),
-                        ("logging", "sink_options", sink),
-                        recipe.logging.sink_options.get(sink, {}))
+    """Every (kind, name) the recipe selects, with where its options live.
+
+    Read from each kind's declaration (:data:`rlctl.hookspecs.PLUGIN_KINDS`), in its order.
+    """
+    for kind in PLUGIN_KINDS.values():
+        for name, loc in _names(recipe, kind.select.split("."), ()):
+            options_loc = _options_loc(kind.options, loc, name)
+            options = _value_at(recipe, options_loc) if options_loc is not None else None
+            yield Selection(kind.name, name, loc, options_loc, options)
+
+
+def _names(obj: Any, parts: list[str], loc: Loc) -> Iterator[tuple[str, Loc]]:
+    """The names at key path ``parts`` below ``obj`` (``x[]``: every entry of list ``x``)."""
+    if not parts:
+        if obj is not None:  # an optional name left out selects nothing
+            yield obj, loc
+        return
+    key = parts[0].removesuffix("[]")
+    value = getattr(obj, key)
+    if parts[0].endswith("[]"):
+        for i, item in enumerate(value):
+            yield from _names(item, parts[1:], loc + (key, i))
+    else:
+        yield from _names(value, parts[1:], loc + (key,))
+
+
+def _options_loc(path: str | None, name_loc: Loc, name: str) -> Loc | None:
+    """``rewards[].options`` for the name at ``("rewards", 2, "name")``: ``("rewards", 2,
+    "options")``; ``{name}`` stands for the selected name."""
+    if path is None:
+        return None
+    loc: list[str | int] = []
+    for part in path.split("."):
+        if part.endswith("[]"):
+            loc += [part[:-2], name_loc[len(loc) + 1]]  # the entry the name was read from
+        else:
+            loc.append(name if part == "{name}" else part)
+    return tuple(loc)
+
+
+def _value_at(recipe: Recipe, loc: Loc) -> dict[str, Any]:
+    obj: Any = recipe
+    for part in loc:
+        if isinstance(part, int):
+            obj = obj[part]
+        elif isinstance(obj, dict):
+            obj = obj.get(part, {})  # a name listed without its own options table
+        else:
+            obj = getattr(obj, part)
+    return obj
+
+
+def _default_reward(recipe: Recipe, registry: Registry) -> Registration | None:
+    """The reward a task names for a recipe without ``[[rewards]]`` (see effective_rewards)."""
+    task = registry.find("task", recipe.data.task) if recipe.data.task and not recipe.rewards \
+        else None
+    name = task.metadata.get("reward") if task is not None else None
+    return registry.find("reward_function", name) if name else None
 
 
 def kind_words(kind: str) -> str:
@@ -167,6 +225,16 @@ def check_selections(
         problems += probs
         if model is not None and sel.options_loc is not None:
             validated[_path(sel.options_loc)] = model
+    default = _default_reward(recipe, registry)
+    if default is not None and default.options is not None:
+        # the task's reward stands in for an empty [[rewards]]: it runs with its defaults
+        try:
+            validated["rewards[0].options"] = default.options.model_validate({})
+        except ValidationError:
+            problems.append(ConfigProblem(
+                "rewards", f'the default reward "{default.name}" of task "{recipe.data.task}" '
+                "needs options", f'add a [[rewards]] table: name = "{default.name}" and its '
+                "options"))
     # options for a sink that is not selected are a typo or a leftover
     for name in recipe.logging.sink_options:
         if name not in recipe.logging.sinks:
@@ -182,13 +250,3 @@ def check_selections(
                 )
             )
     return validated, problems
-
-
-def unimplemented(recipe: Recipe, registry: Registry) -> list[Selection]:
-    """Selected names that are registered but have no implementation yet (target None)."""
-    out = []
-    for sel in selections(recipe):
-        reg = registry.find(sel.kind, sel.name)
-        if reg is not None and not reg.implemented:
-            out.append(sel)
-    return out

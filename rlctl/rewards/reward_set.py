@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -37,19 +37,17 @@ class RewardSet:
         self.terms = terms
 
     @classmethod
-    def from_sections(cls, sections: list[RewardSection], registry: Registry) -> RewardSet:
+    def from_sections(
+        cls, sections: list[RewardSection], registry: Registry, options: Sequence[Mapping[str, Any]]
+    ) -> RewardSet:
+        """``options[i]``: the validated options of ``sections[i]`` as keywords (validated when
+        the recipe was loaded, see :meth:`rlctl.config.loaded.LoadedRecipe.option_kwargs`)."""
+        if len(options) != len(sections):
+            raise ValueError(f"{len(sections)} reward sections but {len(options)} option sets")
         terms = []
-        for section in sections:
+        for section, opts in zip(sections, options, strict=True):
             reg = registry.get("reward_function", section.name)
-            options = dict(section.options)
-            if reg.options is not None:
-                try:
-                    options = reg.options.model_validate(options).model_dump()
-                except Exception as exc:
-                    raise ValueError(
-                        f"[[rewards]] name = {section.name!r}: bad options {section.options}: {exc}"
-                    ) from exc
-            terms.append(_Term(section.name, section.weight, reg.load(), options, reg))
+            terms.append(_Term(section.name, section.weight, reg.load(), dict(opts), reg))
         return cls(terms)
 
     def __call__(self, sample: RewardInput) -> dict[str, float]:

@@ -146,8 +146,7 @@ Usage: rlctl plugins list [OPTIONS]
 
   List plugins, what they registered, and failures.
 
-  Each plugin shows its distribution, version and module; names whose
-  implementation has not landed are marked "not implemented yet".
+  Each plugin shows its distribution, version and module.
 
 Options:
   --json   Print JSON.

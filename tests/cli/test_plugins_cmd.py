@@ -25,25 +25,27 @@ def test_json_lists_every_builtin_with_what_it_registered(rlctl) -> None:  # typ
     for p in plugins.values():
         assert (p["distribution"], p["version"], p["builtin"]) == ("rlctl", __version__, True)
     names = {
-        kind: {r["name"]: r["implemented"] for p in plugins.values()
-               for r in p["registered"].get(kind, [])}
+        kind: {r["name"] for p in plugins.values() for r in p["registered"].get(kind, [])}
         for kind in ("model_engine", "rollout_engine", "data_plane")
     }
-    assert {"fsdp", "megatron"} <= set(names["model_engine"])
-    assert {"hf", "vllm", "sglang"} <= set(names["rollout_engine"])
-    assert {"memory", "ray", "transferqueue"} <= set(names["data_plane"])
-    assert all(names[kind][n] for kind in names for n in names[kind])  # every built-in is implemented
+    assert {"fsdp", "megatron"} <= names["model_engine"]
+    assert {"hf", "vllm", "sglang"} <= names["rollout_engine"]
+    assert {"memory", "ray", "transferqueue"} <= names["data_plane"]
     fsdp = next(r for r in plugins["rlctl.plugins.model_engines"]["registered"]["model_engine"]
                 if r["name"] == "fsdp")
     assert "mixed_precision" in fsdp["options"]
     assert report["failures"] == []
 
 
-def test_text_marks_names_that_are_not_implemented_yet(rlctl, planned_engines) -> None:  # type: ignore[no-untyped-def]
+def test_text_lists_in_process_plugins_and_refuses_a_name_without_target(  # type: ignore[no-untyped-def]
+    rlctl, extra_plugins
+) -> None:
     text = rlctl("plugins", "list").stdout
-    block = next(b for b in text.split("\n\n") if b.startswith("PlannedEnginesPlugin"))
-    assert "planned-train (not implemented yet)" in block
-    assert "planned (not implemented yet)" in block
+    block = next(b for b in text.split("\n\n") if b.startswith("ExtraEnginesPlugin"))
+    assert block.splitlines()[1] == "  rollout engine: hf-copy"
+    failed = next(b for b in text.split("\n\n") if b.startswith("failed to load:"))
+    assert "NoTargetPlugin" in failed and "rollout_engine 'planned' has no target" in failed
+    assert "planned" not in block
     builtin = next(b for b in text.split("\n\n") if b.startswith("rlctl.plugins.model_engines"))
     assert builtin.splitlines()[0] == f"rlctl.plugins.model_engines  (rlctl {__version__}, built-in)"
 

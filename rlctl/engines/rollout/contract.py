@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, ClassVar, Literal, Protocol, runtime_checkable
+
+from rlctl.config.plugin_options import OptionsSpec
 
 if TYPE_CHECKING:
     import torch
@@ -53,8 +55,11 @@ class Generation:
 
 
 @dataclass(frozen=True)
-class RolloutEngineSpec:
-    """Everything a rollout engine needs to build itself."""
+class RolloutEngineSpec(OptionsSpec):
+    """Everything a rollout engine needs to build itself; its validated
+    ``[engines.rollout.options]`` are :meth:`options_as`."""
+
+    options_key: ClassVar[str] = "engines.rollout.options"
 
     recipe: Recipe
     """The whole recipe (model, rollout options)."""

@@ -11,9 +11,14 @@ import os
 from contextlib import ExitStack
 from typing import Any
 
-from rlctl.config.derived import Derived
+from rlctl.config.loaded import LoadedRecipe
 from rlctl.config.recipe import Recipe
-from rlctl.trainer.controller.worker_group import LocalWorkerGroup, RayWorkerGroup, TrafficMeter, WorkerGroup
+from rlctl.trainer.controller.worker_group import (
+    LocalWorkerGroup,
+    RayWorkerGroup,
+    TrafficMeter,
+    WorkerGroup,
+)
 
 
 def training_roles(recipe: Recipe) -> tuple[str, ...]:
@@ -28,10 +33,11 @@ def training_roles(recipe: Recipe) -> tuple[str, ...]:
 class Session:
     """Owns the run's processes; use as a context manager so everything is always closed."""
 
-    def __init__(self, recipe: Recipe, derived: Derived, *, run_id: str, run_dir: Any = None) -> None:
+    def __init__(self, loaded: LoadedRecipe, *, run_id: str, run_dir: Any = None) -> None:
         self.run_dir = run_dir
-        self.recipe = recipe
-        self.derived = derived
+        self.loaded = loaded
+        self.recipe = loaded.recipe
+        self.derived = loaded.derived
         self.run_id = run_id
         self.stack = ExitStack()
         self.meter = TrafficMeter()
@@ -52,9 +58,14 @@ class Session:
         from rlctl.dataplane.replay_buffer import ReplayBuffer
         from rlctl.models.loading import load_tokenizer
         from rlctl.registry import get_registry
-        from rlctl.trainer.controller.trainer import Trainer
         from rlctl.trainer.controller.prompts import PromptFeeder
-        from rlctl.trainer.controller.runtime import apply_loopback_env, free_port, start_ray, stop_ray
+        from rlctl.trainer.controller.runtime import (
+            apply_loopback_env,
+            free_port,
+            start_ray,
+            stop_ray,
+        )
+        from rlctl.trainer.controller.trainer import Trainer
 
         recipe = self.recipe
         apply_loopback_env()
@@ -69,7 +80,9 @@ class Session:
 
             reinstall()  # ray.init took SIGTERM over (stack dump + abort): a run stops cleanly
 
-        self.plane = open_data_plane(recipe.data_plane.backend, dict(recipe.data_plane.options), run_id=self.run_id)
+        self.plane = open_data_plane(recipe.data_plane.backend,
+                                     self.loaded.options_for("data_plane.options"),
+                                     run_id=self.run_id)
         self.stack.callback(self.plane.close)
         cpus = os.cpu_count() or 1
         if local:
@@ -91,7 +104,7 @@ class Session:
                 "train",
                 TrainingWorker,
                 [
-                    dict(recipe=recipe, plane=self.plane, roles=training_roles(recipe), rank=r,
+                    dict(loaded=self.loaded, plane=self.plane, roles=training_roles(recipe), rank=r,
                          world_size=ranks, master_port=port, threads=train_threads)
                     for r in range(ranks)
                 ],
@@ -102,16 +115,20 @@ class Session:
             self.rollout = RayWorkerGroup(
                 "rollout",
                 RolloutWorker,
-                [dict(recipe=recipe, plane=self.plane, rank=r, threads=max(cpus // workers, 1)) for r in range(workers)],
+                [dict(loaded=self.loaded, plane=self.plane, rank=r, threads=max(cpus // workers, 1))
+                 for r in range(workers)],
                 self.meter,
             )
             self.stack.callback(self.rollout.shutdown)
 
         tokenizer = load_tokenizer(recipe.model)
-        feeder = PromptFeeder(recipe, tokenizer, self.plane, split="train")
+        task_options = self.loaded.options_for("data.task_options")
+        feeder = PromptFeeder(recipe, tokenizer, self.plane, split="train",
+                              task_options=task_options)
         val_feeder = None
         if recipe.schedule.eval_every and (recipe.data.val is not None or recipe.data.task is not None):
-            val_feeder = PromptFeeder(recipe, tokenizer, self.plane, split="val")
+            val_feeder = PromptFeeder(recipe, tokenizer, self.plane, split="val",
+                                      task_options=task_options)
         self.replay = ReplayBuffer(self.plane)
         self.trainer = Trainer(
             recipe,
@@ -138,10 +155,10 @@ class Session:
     def _rollout_worker(self, rank: int, threads: int | None) -> Any:
         from rlctl.trainer.worker.rollout_worker import RolloutWorker
 
-        return RolloutWorker(self.recipe, self.plane, rank=rank, threads=threads)
+        return RolloutWorker(self.loaded, self.plane, rank=rank, threads=threads)
 
     def _training_worker(self, rank: int, world: int, port: int, threads: int | None) -> Any:
         from rlctl.trainer.worker.training_worker import TrainingWorker
 
-        return TrainingWorker(self.recipe, self.plane, training_roles(self.recipe), rank=rank,
+        return TrainingWorker(self.loaded, self.plane, training_roles(self.recipe), rank=rank,
                               world_size=world, master_port=port, threads=threads)

@@ -7,6 +7,7 @@ token-level rewards (optionally minus the KL penalty), runs the estimator, and w
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rlctl.config.recipe import Recipe
@@ -25,7 +26,11 @@ REQUIRED_FIELDS = {
 }
 
 
-def run_advantage_phase(plane: Any, meta: KVBatchMeta, recipe: Recipe, registry: Any, *, kl_coef: float) -> dict[str, mr.Partial]:
+def run_advantage_phase(
+    plane: Any, meta: KVBatchMeta, recipe: Recipe, registry: Any, *, kl_coef: float,
+    options: Mapping[str, Any],
+) -> dict[str, mr.Partial]:
+    """``options``: the estimator's validated ``[algorithm.estimator_options]`` as keywords."""
     import torch
 
     if len(meta) == 0:
@@ -70,9 +75,6 @@ def run_advantage_phase(plane: Any, meta: KVBatchMeta, recipe: Recipe, registry:
         field = REQUIRED_FIELDS.get(req)
         if field is not None:
             extra[req] = to_padded(td[field], lengths)
-    estimator_options = dict(alg.estimator_options)
-    if reg.options is not None:
-        estimator_options = reg.options(**estimator_options).model_dump()
     from rlctl.plugin_errors import PluginCallError
 
     try:
@@ -86,7 +88,7 @@ def run_advantage_phase(plane: Any, meta: KVBatchMeta, recipe: Recipe, registry:
             epsilon=1e-6,
             reward_components={r.name: td[f"reward/{r.name}"].float().reshape(-1) for r in rewards},
             **extra,
-            **estimator_options,
+            **options,
         )
     except Exception as exc:  # name the plugin, the estimator and the line that raised
         raise PluginCallError.from_exception(reg, exc, estimator) from exc

@@ -15,7 +15,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from rlctl.config.recipe import Recipe
+from rlctl.config.loaded import LoadedRecipe
 from rlctl.protocol.kv import KVBatchMeta, make_key
 from rlctl.trainer.worker.agent_loop import AgentOutput, PromptRecord, SamplingParams
 from rlctl.trainer.worker.fields import from_rows, non_tensor_column, rows
@@ -24,8 +24,11 @@ from rlctl.trainer.worker.fields import from_rows, non_tensor_column, rows
 class RolloutWorker:
     """One AgentLoop worker with its rollout engine, reward functions and agent loop."""
 
-    def __init__(self, recipe: Recipe, plane: Any, rank: int = 0, threads: int | None = None) -> None:
-        self.recipe = recipe
+    def __init__(
+        self, loaded: LoadedRecipe, plane: Any, rank: int = 0, threads: int | None = None
+    ) -> None:
+        self.loaded = loaded
+        self.recipe = loaded.recipe
         self.plane = plane
         self.rank = rank
         self.threads = threads
@@ -46,9 +49,11 @@ class RolloutWorker:
         registry = get_registry()
         self.tokenizer = load_tokenizer(self.recipe.model)
         engine_cls = registry.load("rollout_engine", self.recipe.engines.rollout.backend)
-        self.engine = engine_cls(
-            RolloutEngineSpec(recipe=self.recipe, device=pick_device(self.recipe), seed=self.recipe.run.seed + 1000 * self.rank)
-        )
+        self.engine = engine_cls(RolloutEngineSpec(
+            recipe=self.recipe, device=pick_device(self.recipe),
+            seed=self.recipe.run.seed + 1000 * self.rank,
+            options=self.loaded.options_for("engines.rollout.options"),
+        ))
         self.engine.load()
         sync_name = self.recipe.engines.rollout.weight_sync or registry.get(
             "rollout_engine", self.recipe.engines.rollout.backend
@@ -60,7 +65,9 @@ class RolloutWorker:
         self.weight_sync = sync_reg.load()(sync_options)
         loop_cls = registry.load("agent_loop", self.recipe.rollout.agent_loop)
         self.agent_loop = loop_cls()
-        self.rewards = RewardSet.from_sections(effective_rewards(self.recipe, registry), registry)
+        sections = effective_rewards(self.recipe, registry)
+        options = [self.loaded.option_kwargs(f"rewards[{i}].options") for i in range(len(sections))]
+        self.rewards = RewardSet.from_sections(sections, registry, options)
         eos = self.tokenizer.eos_token_id
         self.eos_ids = [eos] if isinstance(eos, int) else list(eos or [])
         return True
@@ -139,7 +146,7 @@ class RolloutWorker:
         return self.engine.weight_version
 
     def close(self) -> None:
-        close = getattr(self.engine, "close", None)
+        close = getattr(self.engine, "close", None)  # optional in the RolloutEngine contract
         if close is not None:
             close()
 

@@ -73,12 +73,15 @@ class FSDPEngine:
     def __init__(self, spec: ModelEngineSpec) -> None:
         self.spec = spec
         self.recipe = spec.recipe
-        self.options = FSDPOptions.model_validate(self.recipe.engines.train.options)
+        self.options = spec.options_as(FSDPOptions)
         self.device = torch.device(spec.device)
         self.model: nn.Module | None = None
         self.optimizer: torch.optim.Optimizer | None = None
         self.scheduler: torch.optim.lr_scheduler.LambdaLR | None = None
         self.pad_id = 0
+        # Pure data parallel: every rank is its own DP group and writes its outputs.
+        self.dp_rank, self.dp_size, self.writes_outputs = spec.rank, spec.world_size, True
+        self.hf_config: Any = None
 
     # ------------------------------------------------------------------ setup
     def init(self) -> None:
@@ -92,6 +95,7 @@ class FSDPEngine:
         else:
             model = load_causal_lm(recipe.model, seed)
             layers = model.get_decoder().layers
+        self.hf_config = (model.trunk if spec.role == "critic" else model).config
         if recipe.model.gradient_checkpointing and spec.role != "ref":
             (model.trunk if spec.role == "critic" else model).gradient_checkpointing_enable()
         if spec.role == "ref":
