@@ -63,6 +63,10 @@ class TrainingWorker:
             WORLD_SIZE=str(self.world_size),
             LOCAL_RANK="0" if pick_device(self.recipe) == "cpu" else str(self.rank),
         )
+        # Collectives wait a minute longer than the controller: when a peer stops, the
+        # controller's phase bound names it before the survivors' collectives time out and
+        # blame themselves.
+        os.environ.setdefault("RLCTL_DIST_TIMEOUT_S", str(self.recipe.schedule.phase_timeout_s + 60))
         self.registry = get_registry()
         tokenizer = load_tokenizer(self.recipe.model)
         self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id)
@@ -262,6 +266,10 @@ class TrainingWorker:
         config = getattr(engine, "hf_config", None) or engine.model.config
         export_hf(state, config, load_tokenizer(self.recipe.model), out_dir)
         return out_dir
+
+    def pid(self) -> int:
+        """This rank's process id; also the liveness check the controller sends a late rank."""
+        return os.getpid()
 
     def close(self) -> None:
         for engine in self.engines.values():
