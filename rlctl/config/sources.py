@@ -48,6 +48,7 @@ class Layer:
 # A recipe describes one run in tens of keys (the largest shipped one has under 100); bulk
 # data (prompts, tables) belongs in data files. The caps refuse a hostile or generated file
 # in well under a second instead of spending minutes parsing and validating it.
+# (docs/config.md states both numbers: rlctl/config/reference.py's INTRO.)
 MAX_RECIPE_BYTES = 1024 * 1024
 MAX_RECIPE_KEYS = 10_000
 

@@ -2,9 +2,11 @@
 
 A recipe chooses what these servers run: ``python`` (an interpreter, or any executable) runs
 ``-m server_module`` with ``extra_args`` and ``env``. That is code execution by design, so a
-recipe is trusted input (docs/security.md); what is checked here keeps a typo or a pasted
-recipe from running something unintended: ``python`` must be an absolute path to an
-executable file, ``server_module`` a dotted module name, and ``env`` may not set the variables
+recipe is trusted input (docs/security.md); what is checked keeps a typo or a pasted recipe
+from running something unintended: ``python`` must be an absolute path (here) to an
+executable file (:func:`interpreter_problem`, at validate time through
+``rlctl.plugins.rollout_engines``), ``server_module`` a dotted module name, and ``env`` may
+not set the variables
 that make the loader or the interpreter run other code first (``LD_PRELOAD``,
 ``PYTHONSTARTUP``...) unless ``allow_loader_env`` says so.
 """
@@ -25,6 +27,9 @@ LOADER_ENV = frozenset({
     "PYTHONEXECUTABLE", "PYTHONBREAKPOINT", "PYTHONWARNINGS",  # the last two import by name
     "BASH_ENV", "ENV", "GCONV_PATH", "PERL5OPT", "NODE_OPTIONS",
 })
+INTERPRETER_FIX = ("give the absolute path of the engine env's interpreter (e.g. "
+                   "~/.cache/rlctl/envs/<engine>/bin/python, expanded), or leave python out to "
+                   "use the env scripts/build_engine_envs.sh built")
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
@@ -73,13 +78,12 @@ class ServerOptions(BaseModel):
 
     @field_validator("python")
     @classmethod
-    def _executable(cls, value: str | None) -> str | None:
-        if value is not None:
-            problem = interpreter_problem(value)
-            if problem is not None:
-                raise _invalid(problem, "give the absolute path of the engine env's interpreter "
-                               "(e.g. ~/.cache/rlctl/envs/<engine>/bin/python, expanded), or "
-                               "leave python out to use the env scripts/build_engine_envs.sh built")
+    def _absolute(cls, value: str | None) -> str | None:
+        # Only the path's form here: whether it exists and is executable is a property of the
+        # machine, checked by `config validate` / `train` (the engines' validate_config hook)
+        # and again when the server starts.
+        if value is not None and not os.path.isabs(value):
+            raise _invalid(interpreter_problem(value) or "", INTERPRETER_FIX)
         return value
 
     @field_validator("server_module", check_fields=False)

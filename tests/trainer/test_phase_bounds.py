@@ -33,7 +33,7 @@ def test_except_exception_in_the_phase_does_not_swallow_the_bound():
     def stubborn():
         try:
             time.sleep(30)
-        except Exception:  # what careless phase code does
+        except Exception:  # noqa: BLE001 - what careless phase code does
             return "swallowed"
         return "finished"
 
