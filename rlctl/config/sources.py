@@ -105,7 +105,8 @@ def count_keys(data: Any, stop_at: int) -> int:
     count, stack = 0, [data]
     while stack:
         node = stack.pop()
-        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        children = node.values() if isinstance(node, dict) else (
+            node if isinstance(node, list) else ())
         for child in children:
             count += 1
             if count >= stop_at:

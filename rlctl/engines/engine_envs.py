@@ -63,7 +63,8 @@ def engine_python(engine: str, configured: str | None = None) -> str:
 
         problem = interpreter_problem(explicit)
         if problem is not None:
-            raise EngineEnvError(f"{variable}: {problem}; set it to the absolute path of an interpreter")
+            raise EngineEnvError(
+                f"{variable}: {problem}; set it to the absolute path of an interpreter")
         return explicit
     built = built_env_python(engine)
     if built is not None:

@@ -32,7 +32,8 @@ def is_loopback(host: str) -> bool:
         infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
     except OSError:
         return False
-    return bool(infos) and all(ipaddress.ip_address(i[4][0].split("%")[0]).is_loopback for i in infos)
+    addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+    return bool(addresses) and all(a.is_loopback for a in addresses)
 
 
 def keep_collectives_local(host: str) -> None:
@@ -52,7 +53,8 @@ def _listener(host: str, port: int) -> socket.socket:
             f"refusing to start a rendezvous store on {host!r} (every interface, no "
             "authentication): give the address the other ranks reach this one at, 127.0.0.1 "
             "when they are all on this machine")
-    family, kind, proto, _, address = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)[0]
+    infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
+    family, kind, proto, _, address = infos[0]
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -318,7 +318,8 @@ def new_group_as_rank0(address: str, port: int, world_size: int, name: str, back
     timeout = timedelta(seconds=timeout_s)
     keep_collectives_local(address)
     # The store ``rendezvous("tcp://...")`` would make, but listening on ``address`` only.
-    store, rank, world = tcp_store(address, port, world_size, is_master=True, timeout=timeout), 0, world_size
+    store = tcp_store(address, port, world_size, is_master=True, timeout=timeout)
+    rank, world = 0, world_size
     store.set_timeout(timeout)
     store = PrefixStore(name, store)
     group, _ = _new_process_group_helper(

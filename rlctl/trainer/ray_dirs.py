@@ -42,7 +42,8 @@ def private_base(root: str | os.PathLike[str] | None = None) -> Path:
         pass
     info = base.lstat()
     if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
-        raise RayDirError(f"{base} is not a directory (a link or a file): remove it, rlctl makes its own")
+        raise RayDirError(
+            f"{base} is not a directory (a link or a file): remove it, rlctl makes its own")
     if info.st_uid != os.getuid():
         raise RayDirError(
             f"{base} belongs to uid {info.st_uid}, not to you (uid {os.getuid()}): remove it or "

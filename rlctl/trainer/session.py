@@ -132,9 +132,10 @@ class Session:
         return {"start_timeout": schedule.start_timeout_s, "timeout": schedule.phase_timeout_s}
 
     def _local_group(self, name: str, worker: Any) -> WorkerGroup:
-        group = LocalWorkerGroup(name, [worker], self.meter, timeout=self.recipe.schedule.phase_timeout_s)
+        schedule = self.recipe.schedule
+        group = LocalWorkerGroup(name, [worker], self.meter, timeout=schedule.phase_timeout_s)
         self.stack.callback(group.shutdown)
-        group.call("ready", timeout=self.recipe.schedule.start_timeout_s)
+        group.call("ready", timeout=schedule.start_timeout_s)
         return group
 
     def _rollout_worker(self, rank: int, threads: int | None) -> Any:

@@ -66,7 +66,8 @@ class TrainingWorker:
         # Collectives wait a minute longer than the controller: when a peer stops, the
         # controller's phase bound names it before the survivors' collectives time out and
         # blame themselves.
-        os.environ.setdefault("RLCTL_DIST_TIMEOUT_S", str(self.recipe.schedule.phase_timeout_s + 60))
+        dist_timeout_s = self.recipe.schedule.phase_timeout_s + 60
+        os.environ.setdefault("RLCTL_DIST_TIMEOUT_S", str(dist_timeout_s))
         self.registry = get_registry()
         tokenizer = load_tokenizer(self.recipe.model)
         self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id)

@@ -73,7 +73,9 @@ class Pending:
 class WorkerGroup(ABC):
     """The ranks of one role."""
 
-    def __init__(self, name: str, world_size: int, meter: TrafficMeter, *, timeout: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(
+        self, name: str, world_size: int, meter: TrafficMeter, *, timeout: float = DEFAULT_TIMEOUT_S
+    ) -> None:
         self.name = name
         self.world_size = world_size
         self.meter = meter
@@ -92,7 +94,9 @@ class WorkerGroup(ABC):
         return self.timeout if timeout is None else timeout
 
     @abstractmethod
-    def submit(self, method: str, per_rank: Sequence[dict[str, Any]], timeout: float | None = None) -> Pending:
+    def submit(
+        self, method: str, per_rank: Sequence[dict[str, Any]], timeout: float | None = None
+    ) -> Pending:
         """Start ``method(**per_rank[r])`` on every rank r without waiting.
 
         ``timeout`` bounds calls that run at submit time (local workers); remote calls are
@@ -135,7 +139,9 @@ class WorkerGroup(ABC):
         return self.wait(pending, timeout)[0]
 
     @abstractmethod
-    def _submit_one(self, rank: int, method: str, kwargs: dict[str, Any], timeout: float | None = None) -> Pending: ...
+    def _submit_one(
+        self, rank: int, method: str, kwargs: dict[str, Any], timeout: float | None = None
+    ) -> Pending: ...
 
 
 class LocalWorkerGroup(WorkerGroup):
@@ -146,18 +152,29 @@ class LocalWorkerGroup(WorkerGroup):
     measured as if they were sent, so controller-traffic numbers mean the same in both modes.
     """
 
-    def __init__(self, name: str, workers: list[Any], meter: TrafficMeter, *, timeout: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        name: str,
+        workers: list[Any],
+        meter: TrafficMeter,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_S,
+    ) -> None:
         super().__init__(name, len(workers), meter, timeout=timeout)
         self.workers = workers
         self.pids = [os.getpid()] * len(workers)
 
-    def submit(self, method: str, per_rank: Sequence[dict[str, Any]], timeout: float | None = None) -> Pending:
+    def submit(
+        self, method: str, per_rank: Sequence[dict[str, Any]], timeout: float | None = None
+    ) -> Pending:
         results = []
         for rank, kwargs in enumerate(per_rank):
             results.append(self._run(rank, method, kwargs, self.bound(timeout)))
         return Pending(method, results)
 
-    def _submit_one(self, rank: int, method: str, kwargs: dict[str, Any], timeout: float | None = None) -> Pending:
+    def _submit_one(
+        self, rank: int, method: str, kwargs: dict[str, Any], timeout: float | None = None
+    ) -> Pending:
         return Pending(method, [self._run(rank, method, kwargs, self.bound(timeout))])
 
     def _run(self, rank: int, method: str, kwargs: dict[str, Any], timeout: float) -> Any:
@@ -165,11 +182,12 @@ class LocalWorkerGroup(WorkerGroup):
 
         self.meter.count(method, kwargs, outgoing=True)
         try:
-            result = bounded(getattr(self.workers[rank], method), timeout, f"{self.name} rank {rank}: {method}",
-                             **kwargs)
+            what = f"{self.name} rank {rank}: {method}"
+            result = bounded(getattr(self.workers[rank], method), timeout, what, **kwargs)
         except PhaseTimeout as exc:
-            raise WorkerError(f"{self.name} rank {rank} (this process) stopped answering during {method}: "
-                              f"{exc}") from None
+            raise WorkerError(
+                f"{self.name} rank {rank} (this process) stopped answering during {method}: {exc}"
+            ) from None
         except Exception as exc:
             raise WorkerError(f"{self.name} rank {rank}: {method} failed: {exc}") from exc
         return result
@@ -217,14 +235,18 @@ class RayWorkerGroup(WorkerGroup):
         self.call("ready", timeout=start_timeout)
         self.pids = list(self.call("pid", timeout=start_timeout))
 
-    def submit(self, method: str, per_rank: Sequence[dict[str, Any]], timeout: float | None = None) -> Pending:
+    def submit(
+        self, method: str, per_rank: Sequence[dict[str, Any]], timeout: float | None = None
+    ) -> Pending:
         refs = []
         for rank, kwargs in enumerate(per_rank):
             self.meter.count(method, kwargs, outgoing=True)
             refs.append((rank, getattr(self.actors[rank], method).remote(**kwargs)))
         return Pending(method, refs)
 
-    def _submit_one(self, rank: int, method: str, kwargs: dict[str, Any], timeout: float | None = None) -> Pending:
+    def _submit_one(
+        self, rank: int, method: str, kwargs: dict[str, Any], timeout: float | None = None
+    ) -> Pending:
         self.meter.count(method, kwargs, outgoing=True)
         return Pending(method, [(rank, getattr(self.actors[rank], method).remote(**kwargs))])
 
@@ -240,7 +262,8 @@ class RayWorkerGroup(WorkerGroup):
             left = deadline - time.monotonic()
             if left <= 0:
                 raise self._timed_out(pending.method, bound, sorted(rank_of[r] for r in waiting))
-            ready, waiting = ray.wait(waiting, num_returns=len(waiting), timeout=min(left, WAIT_SLICE_S))
+            slice_s = min(left, WAIT_SLICE_S)
+            ready, waiting = ray.wait(waiting, num_returns=len(waiting), timeout=slice_s)
             for ref in ready:
                 results[rank_of[ref]] = self._result(pending.method, rank_of[ref], ref)
         ordered = [results[rank] for rank, _ in pending.handles]
@@ -271,7 +294,8 @@ class RayWorkerGroup(WorkerGroup):
                     f"and no answer to a liveness check within {LIVENESS_TIMEOUT_S:.0f} s "
                     "(the process is stopped or wedged)")
             if busy:
-                text += f"; {', '.join(self.who(r) for r in busy)} still in {method}, waiting for it"
+                others = ", ".join(self.who(r) for r in busy)
+                text += f"; {others} still in {method}, waiting for it"
         else:
             text = (f"{', '.join(self.who(r) for r in busy)}: {method} did not finish within "
                     f"{bound:.0f} s (the process still answers: the phase is stuck or slow; "
@@ -289,7 +313,8 @@ class RayWorkerGroup(WorkerGroup):
         answered: set[int] = set()
         while waiting and time.monotonic() < deadline:
             left = deadline - time.monotonic()
-            ready, waiting = ray.wait(waiting, num_returns=len(waiting), timeout=min(left, WAIT_SLICE_S))
+            slice_s = min(left, WAIT_SLICE_S)
+            ready, waiting = ray.wait(waiting, num_returns=len(waiting), timeout=slice_s)
             for ref in ready:
                 with contextlib.suppress(RayError):  # a dead rank does not answer either
                     ray.get(ref, timeout=0)
