@@ -31,6 +31,7 @@ def test_a_stopped_worker_is_named_with_its_phase_within_the_bound(tmp_path, rol
         target = run.workers(role)[-1]
         run.stop(target)
         code, err, took = run.finish(timeout_s=WITHIN_S + 60)
+    print(f"\n{role} SIGSTOPped: run exited {code} {took:.1f} s later (bound {PHASE_S} s)")
     assert code == 1, err[-3000:]
     assert took < WITHIN_S, (took, err[-2000:])
     line = next(x for x in err.splitlines() if "training failed" in x)
