@@ -328,6 +328,13 @@ class ScheduleSection(Section):
     """Checkpoints kept on disk."""
     sample_timeout_s: PositiveFloat = 600.0
     """Seconds a step waits for its rollouts before it fails with the missing uids."""
+    phase_timeout_s: float = Field(600.0, gt=0, allow_inf_nan=False)
+    """Seconds one worker call may take (a phase: log-probs, advantages, an update, the weight
+    sync, a checkpoint, the HF export); a rank that has not answered by then fails the run,
+    named with its phase. The training ranks' collectives time out a minute later, so the
+    controller names the stuck rank first."""
+    start_timeout_s: float = Field(600.0, gt=0, allow_inf_nan=False)
+    """Seconds the workers may take to start (load the model, join the process group)."""
 
 
 class LoggingSection(Section):

@@ -43,6 +43,9 @@ refused everywhere (plugin options included). Values come from, highest preceden
 from. Global batch semantics live in `[algorithm]`; per-device sizes and parallelism in
 `[engines.*]`: changing `[engines.*]`, `[data_plane]` or `[resources]` does not change the math.
 
+A recipe file may hold at most 1 MiB and 10,000 keys (tables, values and list items); a
+larger one is refused with exit 2 before it is validated. Bulk data belongs in data files.
+
 ## Editor support
 
 `rlctl config schema --output rlctl.schema.json` writes a JSON Schema that includes the option

@@ -200,6 +200,9 @@ def problem_from_error(
     if kind == "string_pattern_mismatch":
         return ConfigProblem(path, f"{_short(value)} does not match {ctx.get('pattern')}",
                              f"use letters, digits, '.', '_' or '-'{example}", source)
+    if "fix" in ctx:  # a validator that knows the fix says it (PydanticCustomError context)
+        return ConfigProblem(path, f"{error.get('msg', 'invalid value')}, got {_short(value)}",
+                             str(ctx["fix"]), source)
     expected = _type_words(tp)
     if kind.endswith(("_type", "_parsing")) and expected != "a valid value":
         message = f"expected {expected}, got {_short(value)}"

@@ -1,7 +1,9 @@
 """torch.distributed setup and the few collectives engines need.
 
 Callers (worker groups) set ``MASTER_ADDR``, ``MASTER_PORT``, ``RANK`` and ``WORLD_SIZE``;
-a world of one needs nothing (a free loopback port is picked).
+a world of one needs nothing (a free loopback port is picked). Rank 0's rendezvous store
+listens on ``MASTER_ADDR`` only (:mod:`rlctl.engines.rendezvous`; rlctl's worker groups set
+127.0.0.1), and on loopback gloo / NCCL keep their connections on ``lo`` too.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+
+from rlctl.engines.rendezvous import keep_collectives_local, tcp_store
 
 DEFAULT_TIMEOUT_S = 300.0
 
@@ -46,18 +50,20 @@ def ensure_process_group(rank: int, world_size: int, device: str) -> None:
                 f"{var} is not set: a {world_size}-rank engine needs MASTER_ADDR and "
                 "MASTER_PORT from the worker group that started it"
             )
-    if device == "cpu":
-        # gloo picks the first interface by default; loopback keeps single-node runs local.
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    # gloo and NCCL pick the first interface by default; loopback keeps single-node runs local.
+    keep_collectives_local(host)
     if device.startswith("cuda"):
         torch.cuda.set_device(torch.device(device))
-    timeout_s = float(os.environ.get("RLCTL_DIST_TIMEOUT_S", DEFAULT_TIMEOUT_S))
+    timeout = timedelta(seconds=float(os.environ.get("RLCTL_DIST_TIMEOUT_S", DEFAULT_TIMEOUT_S)))
+    # Our own store, not env://: torch's would listen on every interface.
+    store = tcp_store(host, port, world_size, is_master=rank == 0, timeout=timeout)
     dist.init_process_group(
         backend=backend_for(device),
-        init_method="env://",
+        store=store,
         rank=rank,
         world_size=world_size,
-        timeout=timedelta(seconds=timeout_s),
+        timeout=timeout,
     )
 
 

@@ -284,7 +284,7 @@ class DataPlaneContract:
         t0 = time.monotonic()
         new = plane.kv_watch(partition, version, 10)
         assert new > version and time.monotonic() - t0 < 5
-        timer.join()
+        timer.join(timeout=10)
 
     def test_async_twins(self, plane, partition):
         keys = _keys(2)

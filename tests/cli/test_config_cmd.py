@@ -194,6 +194,8 @@ eval_every = 0
 save_every = 0
 keep_last = 3
 sample_timeout_s = 600.0
+phase_timeout_s = 600.0
+start_timeout_s = 600.0
 
 [logging]
 sinks = ["console", "jsonl"]

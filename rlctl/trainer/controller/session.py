@@ -109,6 +109,7 @@ class Session:
                     for r in range(ranks)
                 ],
                 self.meter,
+                **self._bounds(),
             )
             self.stack.callback(self.train.shutdown)
             workers = recipe.engines.rollout.agent_workers
@@ -118,6 +119,7 @@ class Session:
                 [dict(loaded=self.loaded, plane=self.plane, rank=r, threads=max(cpus // workers, 1))
                  for r in range(workers)],
                 self.meter,
+                **self._bounds(),
             )
             self.stack.callback(self.rollout.shutdown)
 
@@ -146,10 +148,15 @@ class Session:
         # Version 0: the rollout engines start from exactly the actor's initial weights.
         self.trainer.sync_weights(version=0)
 
+    def _bounds(self) -> dict[str, float]:
+        schedule = self.recipe.schedule
+        return {"start_timeout": schedule.start_timeout_s, "timeout": schedule.phase_timeout_s}
+
     def _local_group(self, name: str, worker: Any) -> WorkerGroup:
-        worker.ready()
-        group = LocalWorkerGroup(name, [worker], self.meter)
+        schedule = self.recipe.schedule
+        group = LocalWorkerGroup(name, [worker], self.meter, timeout=schedule.phase_timeout_s)
         self.stack.callback(group.shutdown)
+        group.call("ready", timeout=schedule.start_timeout_s)
         return group
 
     def _rollout_worker(self, rank: int, threads: int | None) -> Any:

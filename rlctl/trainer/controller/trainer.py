@@ -7,6 +7,7 @@ fields it needs from the data plane, computes, and puts its outputs back.
 
 from __future__ import annotations
 
+import re
 import time
 from contextlib import contextmanager
 from typing import Any
@@ -18,7 +19,7 @@ from rlctl.protocol.kv import KVBatchMeta
 from rlctl.trainer import metric_reduce as mr
 from rlctl.trainer.controller.balance import balanced_equal_partition, group_partition
 from rlctl.trainer.controller.prompts import PromptFeeder
-from rlctl.trainer.controller.worker_group import TrafficMeter, WorkerGroup
+from rlctl.trainer.controller.worker_group import TrafficMeter, WorkerError, WorkerGroup
 from rlctl.trainer.worker.rollout_worker import RolloutWorker
 from rlctl.trainer.worker.training_worker import TrainingWorker
 
@@ -137,6 +138,7 @@ class Trainer:
         pending = self.rollout.submit(
             RolloutWorker.generate,
             [dict(prompts=c, partition=partition, global_step=step, sampling=sampling, group_size=n) for c in chunks],
+            timeout=self.recipe.schedule.sample_timeout_s,
         )
         try:
             batch = self.wait_for_samples(partition, step, pending)
@@ -159,10 +161,19 @@ class Trainer:
             remaining = deadline - time.monotonic()
             try:
                 return self.replay.sample(partition, step, timeout=max(min(remaining, 1.0), 0.0))
-            except SampleTimeout:
+            except SampleTimeout as exc:
                 self.rollout.raise_if_failed(pending)
                 if time.monotonic() >= deadline:
-                    raise
+                    # The last slice's message says "after 1.0 s": state the whole wait.
+                    total = self.recipe.schedule.sample_timeout_s
+                    text = re.sub(r"after [0-9.]+ s", f"after {total:.0f} s", str(exc), count=1)
+                    stopped = self.rollout.unresponsive()
+                    if stopped:  # a stopped worker explains the missing samples best
+                        raise WorkerError(
+                            f"{', '.join(map(self.rollout.who, stopped))} stopped answering during "
+                            f"generate (step {step}): no answer to a liveness check either; {text}"
+                        ) from exc
+                    raise SampleTimeout(text, exc.missing) from None
 
     def balance(self, batch: KVBatchMeta) -> tuple[list[KVBatchMeta], int]:
         """Sequence-length balancing across data-parallel groups, from ``seq_len`` tags only.

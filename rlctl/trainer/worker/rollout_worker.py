@@ -131,7 +131,7 @@ class RolloutWorker:
         if isinstance(weights, list):  # a Ray object ref wrapped so Ray does not resolve it early
             import ray
 
-            weights = ray.get(weights[0])
+            weights = ray.get(weights[0], timeout=self.recipe.schedule.phase_timeout_s)
         self.weight_sync(weights, self.engine, version)
         return self.engine.weight_version
 
@@ -151,6 +151,7 @@ class RolloutWorker:
             close()
 
     def pid(self) -> int:
+        """This worker's process id; also the liveness check the controller sends a late rank."""
         return os.getpid()
 
 

@@ -70,6 +70,11 @@ class TrainingWorker:
             WORLD_SIZE=str(self.world_size),
             LOCAL_RANK="0" if pick_device(self.recipe) == "cpu" else str(self.rank),
         )
+        # Collectives wait a minute longer than the controller: when a peer stops, the
+        # controller's phase bound names it before the survivors' collectives time out and
+        # blame themselves.
+        dist_timeout_s = self.recipe.schedule.phase_timeout_s + 60
+        os.environ.setdefault("RLCTL_DIST_TIMEOUT_S", str(dist_timeout_s))
         self.registry = get_registry()
         tokenizer = load_tokenizer(self.recipe.model)
         self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id)
@@ -271,6 +276,10 @@ class TrainingWorker:
         export_hf(state, self.engines["actor"].hf_config, load_tokenizer(self.recipe.model),
                   out_dir)
         return out_dir
+
+    def pid(self) -> int:
+        """This rank's process id; also the liveness check the controller sends a late rank."""
+        return os.getpid()
 
     def close(self) -> None:
         for engine in self.engines.values():

@@ -61,9 +61,16 @@ def install_command(engine: str) -> str:
 def engine_python(engine: str, configured: str | None = None) -> str:
     """The interpreter that starts ``engine``'s server (see the module docstring for the order)."""
     if configured:
-        return configured
-    explicit = os.environ.get(f"RLCTL_{engine.upper()}_PYTHON")
+        return configured  # checked when the recipe was validated (ServerOptions.python)
+    variable = f"RLCTL_{engine.upper()}_PYTHON"
+    explicit = os.environ.get(variable)
     if explicit:
+        from rlctl.engines.rollout.server.options import interpreter_problem
+
+        problem = interpreter_problem(explicit)
+        if problem is not None:
+            raise EngineEnvError(
+                f"{variable}: {problem}; set it to the absolute path of an interpreter")
         return explicit
     built = built_env_python(engine)
     if built is not None:

@@ -304,17 +304,22 @@ class SGLangWeightUpdater:
 def new_group_as_rank0(address: str, port: int, world_size: int, name: str, backend: str, timeout_s: float) -> Any:
     """A process group in which this process is rank 0, built exactly as SGLang builds its side
     (``sglang.srt.utils.common.init_custom_process_group``): TCP rendezvous, a store prefixed
-    with the group name, torch's own group constructor. It is not the default group."""
+    with the group name, torch's own group constructor. It is not the default group. The
+    store listens on ``address`` only (``master_address``, 127.0.0.1 by default)."""
     from torch.distributed.distributed_c10d import (
         Backend,
         PrefixStore,
         _new_process_group_helper,
         _world,
-        rendezvous,
     )
 
+    from rlctl.engines.rendezvous import keep_collectives_local, tcp_store
+
     timeout = timedelta(seconds=timeout_s)
-    store, rank, world = next(rendezvous(f"tcp://{address}:{port}", 0, world_size, timeout=timeout))
+    keep_collectives_local(address)
+    # The store ``rendezvous("tcp://...")`` would make, but listening on ``address`` only.
+    store = tcp_store(address, port, world_size, is_master=True, timeout=timeout)
+    rank, world = 0, world_size
     store.set_timeout(timeout)
     store = PrefixStore(name, store)
     group, _ = _new_process_group_helper(
