@@ -107,3 +107,25 @@ class Bounded(StalenessPolicy):
         self.max_staleness = opts.max_staleness
         default = opts.max_staleness + (1 if opts.on_stale == "drop" else 0)
         self.lookahead = opts.lookahead if opts.lookahead is not None else default
+
+
+def correction_note(loaded: object) -> str | None:
+    """A note when the recipe streams (k > 0) without an off-policy correction.
+
+    Streamed samples come from weights up to k updates old; without importance weights
+    against the rollout engine's log-probs (``[algorithm.loss] tis_cap``) the update treats
+    them as on-policy. Legal (k = 1 often trains fine), so a note, not an error.
+    """
+    from rlctl.registry import get_registry
+
+    recipe = loaded.recipe  # type: ignore[attr-defined]
+    section = recipe.algorithm.staleness
+    policy = get_registry().load("staleness_policy", section.policy)(
+        loaded.options_for("algorithm.staleness.options"))  # type: ignore[attr-defined]
+    if policy.max_staleness == 0 or recipe.algorithm.loss.tis_cap is not None:
+        return None
+    return (
+        f"note: algorithm.staleness: {section.policy!r} trains samples up to "
+        f"{policy.max_staleness} weight update(s) old with no off-policy correction; "
+        "set [algorithm.loss] tis_cap (e.g. 2.0) for truncated importance sampling against "
+        "the rollout engine's log-probs (docs/streaming.md)")
