@@ -207,6 +207,19 @@ def register_agent_loops(register: Callable[..., None]) -> None:
     """
 
 
+@_kind("staleness_policy", builtin="rlctl.plugins.staleness_policies",
+       select="algorithm.staleness.policy", options="algorithm.staleness.options")
+@hookspec
+def register_staleness_policies(register: Callable[..., None]) -> None:
+    """Register staleness policies (``[algorithm.staleness] policy = NAME``).
+
+    ``target(options) -> StalenessPolicy`` (:class:`rlctl.algorithms.staleness.StalenessPolicy`:
+    ``admit(dispatch_step, policy_version)``, ``evict(groups, policy_version)``,
+    ``select(groups, count)``, ``lookahead`` and ``max_staleness``); ``options``: the validated
+    option model instance, ``None`` when it registered none. Metadata: none required.
+    """
+
+
 @_kind("data_plane", builtin="rlctl.plugins.data_planes",
        select="data_plane.backend", options="data_plane.options")
 @hookspec

@@ -63,6 +63,11 @@ def validate(
     if problems:
         say(format_problems(problems))
         raise typer.Exit(EXIT_USAGE)
+    from rlctl.algorithms.staleness import correction_note
+
+    note = correction_note(loaded)
+    if note:
+        say(note)
     typer.echo(f"ok: {summary(loaded)}")
 
 

@@ -204,6 +204,13 @@ class OptimSection(Section):
     """Final learning rate as a fraction of ``lr`` (linear and cosine)."""
 
 
+class StalenessSection(Section):
+    policy: str = "on_policy"
+    """Registered staleness policy: ``on_policy`` (sync) or ``bounded`` (streaming)."""
+    options: Options = {}
+    """Options of the selected policy (``bounded``: ``max_staleness``, ``on_stale``, ...)."""
+
+
 class AlgorithmSection(Section):
     estimator: str = "grpo"
     """Registered advantage estimator (``grpo``, ``rloo``, ``gae``, ...)."""
@@ -229,6 +236,8 @@ class AlgorithmSection(Section):
     """KL to the reference policy."""
     optim: OptimSection = OptimSection()
     """Actor optimizer and learning-rate schedule."""
+    staleness: StalenessSection = StalenessSection()
+    """How old (in weight updates) a trained sample may be: the off-policy bound."""
     estimator_options: Options = {}
     """Extra options of the selected estimator, validated by its option model."""
 

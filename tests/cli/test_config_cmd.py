@@ -20,6 +20,17 @@ def test_validate_good_recipe(rlctl) -> None:  # type: ignore[no-untyped-def]
     assert result.stderr == ""
 
 
+def test_validate_notes_streaming_without_correction(rlctl) -> None:  # type: ignore[no-untyped-def]
+    stream = ("-s", "algorithm.staleness.policy=bounded",
+              "-s", "algorithm.staleness.options.max_staleness=2")
+    result = rlctl("config", "validate", SMALL, *stream)
+    assert result.stdout.startswith("ok: small")
+    assert "up to 2 weight update(s) old with no off-policy correction" in result.stderr
+    assert "tis_cap" in result.stderr
+    corrected = rlctl("config", "validate", SMALL, *stream, "-s", "algorithm.loss.tis_cap=2.0")
+    assert corrected.stderr == ""
+
+
 def test_validate_bad_recipe_lists_every_problem(rlctl) -> None:  # type: ignore[no-untyped-def]
     result = rlctl("config", "validate", str(DATA / "bad.toml"), code=2)
     assert result.stdout == ""

@@ -144,6 +144,8 @@ class Session:
             meter=self.meter,
             use_object_refs=not local,
             run_dir=self.run_dir,
+            staleness=registry.load("staleness_policy", recipe.algorithm.staleness.policy)(
+                self.loaded.options_for("algorithm.staleness.options")),
         )
         # Version 0: the rollout engines start from exactly the actor's initial weights.
         self.trainer.sync_weights(version=0)

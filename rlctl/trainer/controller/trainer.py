@@ -55,6 +55,7 @@ class Trainer:
         meter: TrafficMeter,
         use_object_refs: bool,
         run_dir: Any = None,
+        staleness: Any = None,
     ) -> None:
         from rlctl.algorithms.kl import make_kl_controller
 
@@ -77,6 +78,13 @@ class Trainer:
                                          horizon=kl.horizon)
         self.policy_version = 0
         self.timings: dict[str, float] = {}
+        # A streaming policy keeps later steps generating while this one trains
+        # (streaming.py); on_policy (or none) is the sync step below, bit for bit.
+        self.stream = None
+        if staleness is not None and staleness.streaming:
+            from rlctl.trainer.controller.streaming import Stream
+
+            self.stream = Stream(self, staleness)
         # Model-parallel peers (same DP rank) get the same shard; asked before any step so
         # the per-step controller-traffic metric does not depend on when a run started.
         self.dp_ranks = self.read_layout()
@@ -89,9 +97,13 @@ class Trainer:
         partials: list[dict[str, mr.Partial]] = []
         started = time.perf_counter()
 
-        with self.timer("gen"):
-            batch = self.generate(TRAIN, step, self.sampling(validate=False), self.recipe.algorithm.group_size)
-        self.check_weight_version(batch)
+        if self.stream is not None:
+            batch = self.stream.collect(step)  # staleness within the policy's bound
+        else:
+            with self.timer("gen"):
+                batch = self.generate(TRAIN, step, self.sampling(validate=False),
+                                      self.recipe.algorithm.group_size)
+            self.check_weight_version(batch)
         shards, pad_to = self.balance(batch)
 
         with self.timer("old_log_prob"):
@@ -125,7 +137,10 @@ class Trainer:
         self.update_kl_controller(merged)
         self.dump_rollouts(batch, step)
         self.cleanup(batch)
-        return self.step_metrics(merged, batch, time.perf_counter() - started)
+        metrics = self.step_metrics(merged, batch, time.perf_counter() - started)
+        if self.stream is not None:
+            metrics.update(self.stream.metrics(batch))
+        return metrics
 
     # ================================================================== phases
     def generate(self, partition: str, step: int, sampling: SamplingParams, n: int) -> KVBatchMeta:

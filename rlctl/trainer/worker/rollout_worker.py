@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 import traceback
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +34,7 @@ class RolloutWorker:
         self.rank = rank
         self.threads = threads
         self.engine: Any = None
+        self._idle_since: float | None = None  # end of the last generate (streaming metric)
 
     def ready(self) -> bool:
         import torch
@@ -98,7 +100,12 @@ class RolloutWorker:
         # The actor itself stays synchronous (Ray would otherwise run it as an async actor);
         # one event loop per call drives the sessions concurrently so the engine batches them.
         step = _StepRollout(self, partition, global_step, sampling)
-        return asyncio.run(step.run_all(records, n_per_prompt))
+        started = time.monotonic()
+        counts = asyncio.run(step.run_all(records, n_per_prompt))
+        # how long this worker sat idle before this call: waiting for the trainer
+        counts["idle_s"] = 0.0 if self._idle_since is None else started - self._idle_since
+        self._idle_since = time.monotonic()
+        return counts
 
     # ------------------------------------------------------------------ inspection
     def dump_samples(self, meta: KVBatchMeta, path: str) -> int:
@@ -119,6 +126,9 @@ class RolloutWorker:
                 "reward": float(td["score"][i]),
                 "advantage": float(adv.float().mean()) if adv.numel() else 0.0,
                 "response_len": tags.get("response_len"),
+                "dispatch_step": tags.get("dispatch_step"),
+                "weight_version_min": tags.get("weight_version_min"),
+                "weight_version_max": tags.get("weight_version_max"),
             })
         out = Path(path)
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -274,11 +284,15 @@ class _StepRollout:
             {
                 "uid": it.uid,
                 "global_step": self.global_step,
+                "dispatch_step": self.global_step,
                 "status": "success",
                 "prompt_len": len(it.out.prompt_ids),
                 "response_len": len(it.out.response_ids),
                 "seq_len": len(it.out.prompt_ids) + len(it.out.response_ids),
                 "weight_version": it.out.weight_version,
+                # one version per output today; a resumed partial rollout spans several
+                "weight_version_min": it.out.weight_version,
+                "weight_version_max": it.out.weight_version,
                 "finish_reason": it.out.finish_reason,
             }
             for it in items
