@@ -167,6 +167,10 @@ scheduler = "constant"
 warmup_steps = 0
 min_lr_ratio = 0.0
 
+[algorithm.staleness]
+policy = "on_policy"
+options = {}
+
 [rollout]
 max_new_tokens = 256
 temperature = 1.0
