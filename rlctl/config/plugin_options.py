@@ -36,16 +36,33 @@ class Selection:
     """The raw options table."""
 
 
-def selections(recipe: Recipe) -> Iterator[Selection]:
-    """Every (kind, name) the recipe selects, with where its options live."""
+def weight_sync_name(recipe: Recipe, registry: Registry | None) -> str | None:
+    """The weight sync a run uses: ``[engines.rollout] weight_sync``, else the rollout
+    engine's default (its ``weight_sync`` metadata; ``in_process`` when it names none).
+    ``None`` when neither is known (no name, and the engine is not registered)."""
+    rollout = recipe.engines.rollout
+    if rollout.weight_sync is not None:
+        return rollout.weight_sync
+    engine = registry.find("rollout_engine", rollout.backend) if registry is not None else None
+    return None if engine is None else str(engine.metadata.get("weight_sync", "in_process"))
+
+
+def selections(recipe: Recipe, registry: Registry | None = None) -> Iterator[Selection]:
+    """Every (kind, name) the recipe selects, with where its options live.
+
+    ``registry`` resolves what the recipe leaves to a plugin (the rollout engine's default
+    weight sync, whose options are validated like a named one's).
+    """
     e, a = recipe.engines, recipe.algorithm
     yield Selection("model_engine", e.train.backend, ("engines", "train", "backend"),
                     ("engines", "train", "options"), e.train.options)
     yield Selection("rollout_engine", e.rollout.backend, ("engines", "rollout", "backend"),
                     ("engines", "rollout", "options"), e.rollout.options)
-    if e.rollout.weight_sync is not None:
-        yield Selection("weight_sync", e.rollout.weight_sync,
-                        ("engines", "rollout", "weight_sync"), None, None)
+    sync = weight_sync_name(recipe, registry)
+    if sync is not None:
+        yield Selection("weight_sync", sync, ("engines", "rollout", "weight_sync"),
+                        ("engines", "rollout", "weight_sync_options"),
+                        e.rollout.weight_sync_options)
     yield Selection("advantage_estimator", a.estimator, ("algorithm", "estimator"),
                     ("algorithm", "estimator_options"), a.estimator_options)
     yield Selection("policy_loss", a.loss.policy_loss, ("algorithm", "loss", "policy_loss"),
@@ -126,7 +143,7 @@ def check_selections(
     """
     validated: dict[str, BaseModel] = {}
     problems: list[ConfigProblem] = []
-    for sel in selections(recipe):
+    for sel in selections(recipe, registry):
         reg = registry.find(sel.kind, sel.name)
         if reg is None:
             problems.append(unknown_name_problem(sel, registry))
@@ -155,7 +172,7 @@ def check_selections(
 def unimplemented(recipe: Recipe, registry: Registry) -> list[Selection]:
     """Selected names that are registered but have no implementation yet (target None)."""
     out = []
-    for sel in selections(recipe):
+    for sel in selections(recipe, registry):
         reg = registry.find(sel.kind, sel.name)
         if reg is not None and not reg.implemented:
             out.append(sel)

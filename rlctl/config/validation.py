@@ -159,6 +159,9 @@ def problem_from_error(
         fix = (f'did you mean "{guess}"?' if guess is not None
                else f"remove it; valid {what}: {', '.join(sorted(valid)) or 'none'}")
         return ConfigProblem(path, f'unknown key "{leaf}" in {where}', fix, source)
+    if kind == "moved_key":  # a key that moved elsewhere in the recipe (ctx["to"])
+        return ConfigProblem(path, f"{error['msg']}: [{path}] moved to [{ctx['to']}]",
+                             f"move the keys of [{path}] to [{ctx['to']}]", source)
     if kind == "missing":
         placeholder = {str: '"..."', int: "1", float: "1.0", bool: "true"}.get(tp, "...")
         return ConfigProblem(path, f'required key "{leaf}" is missing',

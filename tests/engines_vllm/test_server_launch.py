@@ -22,13 +22,13 @@ from rlctl.engines.rollout.server.process import (
     ServerError,
     ServerProcess,
     error_lines,
-    free_port,
     live_group_members,
     wait_for_urls,
 )
-from rlctl.engines.rollout.vllm.options import VLLMOptions
 from rlctl.engines.rollout.vllm.engine import VLLMRolloutEngine
+from rlctl.engines.rollout.vllm.options import VLLMOptions
 from rlctl.engines.rollout.vllm.server import WORKER_EXTENSION_DIR, vllm_server_command
+from rlctl.ports import free_port
 
 
 def gone(pid: int) -> bool:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import tempfile
 from pathlib import Path
 
@@ -27,13 +26,6 @@ def apply_loopback_env() -> None:
     """Export :data:`LOOPBACK_ENV` into this process (values already set win)."""
     for key, value in LOOPBACK_ENV.items():
         os.environ.setdefault(key, value)
-
-
-def free_port() -> int:
-    """A free TCP port on loopback (for torch.distributed's rendezvous)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def start_ray(*, address: str | None, num_cpus: int | None) -> bool:

@@ -13,7 +13,12 @@ from typing import Any
 
 from rlctl.config.derived import Derived
 from rlctl.config.recipe import Recipe
-from rlctl.trainer.controller.worker_group import LocalWorkerGroup, RayWorkerGroup, TrafficMeter, WorkerGroup
+from rlctl.trainer.controller.worker_group import (
+    LocalWorkerGroup,
+    RayWorkerGroup,
+    TrafficMeter,
+    WorkerGroup,
+)
 
 
 def training_roles(recipe: Recipe) -> tuple[str, ...]:
@@ -51,10 +56,11 @@ class Session:
         from rlctl.dataplane import open_data_plane
         from rlctl.dataplane.replay_buffer import ReplayBuffer
         from rlctl.models.loading import load_tokenizer
+        from rlctl.ports import free_port
         from rlctl.registry import get_registry
-        from rlctl.trainer.controller.trainer import Trainer
         from rlctl.trainer.controller.prompts import PromptFeeder
-        from rlctl.trainer.controller.runtime import apply_loopback_env, free_port, start_ray, stop_ray
+        from rlctl.trainer.controller.runtime import apply_loopback_env, start_ray, stop_ray
+        from rlctl.trainer.controller.trainer import Trainer
 
         recipe = self.recipe
         apply_loopback_env()

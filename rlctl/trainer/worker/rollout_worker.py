@@ -34,6 +34,7 @@ class RolloutWorker:
     def ready(self) -> bool:
         import torch
 
+        from rlctl.config.plugin_options import weight_sync_name
         from rlctl.engines.rollout.contract import RolloutEngineSpec
         from rlctl.models.loading import load_tokenizer
         from rlctl.registry import get_registry
@@ -45,18 +46,20 @@ class RolloutWorker:
             torch.set_num_threads(self.threads)
         registry = get_registry()
         self.tokenizer = load_tokenizer(self.recipe.model)
-        engine_cls = registry.load("rollout_engine", self.recipe.engines.rollout.backend)
-        self.engine = engine_cls(
-            RolloutEngineSpec(recipe=self.recipe, device=pick_device(self.recipe), seed=self.recipe.run.seed + 1000 * self.rank)
-        )
+        rollout = self.recipe.engines.rollout
+        sync_reg = registry.get("weight_sync", weight_sync_name(self.recipe, registry))
+        # One place for the sync's options: [engines.rollout.weight_sync_options]. The engine
+        # gets the same validated object (vLLM starts its servers for the transfer it names).
+        sync_options = (sync_reg.options.model_validate(rollout.weight_sync_options)
+                        if sync_reg.options is not None else None)
+        engine_cls = registry.load("rollout_engine", rollout.backend)
+        self.engine = engine_cls(RolloutEngineSpec(
+            recipe=self.recipe, device=pick_device(self.recipe),
+            seed=self.recipe.run.seed + 1000 * self.rank, weight_sync_options=sync_options,
+        ))
         self.engine.load()
-        sync_name = self.recipe.engines.rollout.weight_sync or registry.get(
-            "rollout_engine", self.recipe.engines.rollout.backend
-        ).metadata.get("weight_sync", "in_process")
-        sync_reg = registry.get("weight_sync", sync_name)
-        sync_options = sync_reg.options() if sync_reg.options is not None else None
         # The controller moves the exported weights here (object store in Ray mode); the
-        # registered weight-sync method applies them to the engine.
+        # registered weight sync applies them: sync(weights, engine, version).
         self.weight_sync = sync_reg.load()(sync_options)
         loop_cls = registry.load("agent_loop", self.recipe.rollout.agent_loop)
         self.agent_loop = loop_cls()
@@ -139,9 +142,16 @@ class RolloutWorker:
         return self.engine.weight_version
 
     def close(self) -> None:
-        close = getattr(self.engine, "close", None)
-        if close is not None:
-            close()
+        # The sync first, while the servers run: it may hold state they share (sglang's
+        # process group). The engine closes (stops its servers) even if that fails.
+        close_sync = getattr(getattr(self, "weight_sync", None), "close", None)
+        close_engine = getattr(self.engine, "close", None)
+        try:
+            if close_sync is not None:
+                close_sync()
+        finally:
+            if close_engine is not None:
+                close_engine()
 
     def pid(self) -> int:
         return os.getpid()

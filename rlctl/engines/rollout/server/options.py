@@ -2,13 +2,33 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+WEIGHT_SYNC_OPTIONS = "engines.rollout.weight_sync_options"
+"""Where weight-sync options live (the registered sync's model validates them)."""
 
 
 class ServerOptions(BaseModel):
     """Where the servers come from and how long they may take."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _weight_sync_moved(cls, data: Any) -> Any:
+        """``[engines.rollout.options.weight_sync]`` was the old home of weight-sync options:
+        say where they are now instead of calling the key unknown."""
+        if isinstance(data, dict) and "weight_sync" in data:
+            error = PydanticCustomError(
+                "moved_key", "weight-sync options are no longer engine options",
+                {"to": WEIGHT_SYNC_OPTIONS},
+            )
+            raise ValidationError.from_exception_data(cls.__name__, [InitErrorDetails(
+                type=error, loc=("weight_sync",), input=data["weight_sync"])])
+        return data
 
     urls: list[str] = []
     """Already running servers to use; empty = start servers."""

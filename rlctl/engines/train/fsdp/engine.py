@@ -40,31 +40,13 @@ from torch.distributed.fsdp import (
 )
 
 from rlctl.config.derived import derive
-from rlctl.engines.train.batch import ModelBatch
 from rlctl.engines.distributed import all_reduce_max_int, all_reduce_sum, ensure_process_group
-from rlctl.engines.train.fsdp.options import FSDPOptions
-from rlctl.engines.train.lr_schedule import build_optimizer, build_scheduler
+from rlctl.engines.train.batch import ModelBatch
 from rlctl.engines.train.contract import LossFn, ModelEngineSpec
+from rlctl.engines.train.fsdp.options import FSDPOptions
+from rlctl.engines.train.log_probs import token_log_probs
+from rlctl.engines.train.lr_schedule import build_optimizer, build_scheduler
 from rlctl.models.loading import load_causal_lm, load_tokenizer, load_value_model
-
-
-def global_normaliser(local_count: float | torch.Tensor, device: str = "cpu") -> float:
-    """Token or sample count of a minibatch summed over all ranks (loss denominators)."""
-    return all_reduce_sum(local_count, device)
-
-
-def token_log_probs(
-    logits: torch.Tensor, responses: torch.Tensor, temperature: float, with_entropy: bool
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Log-probs of ``responses [b, R]`` under ``softmax(logits / T)``, ``logits [b, R, V]``.
-
-    ``temperature <= 0`` (greedy) is scored at T = 1.
-    """
-    scale = temperature if temperature > 0 else 1.0
-    logp = torch.log_softmax(logits.float() / scale, dim=-1)  # [b, R, V]
-    picked = logp.gather(-1, responses.unsqueeze(-1)).squeeze(-1)  # [b, R]
-    entropy = -(logp.exp() * logp).sum(-1) if with_entropy else None  # [b, R]
-    return picked, entropy
 
 
 class FSDPEngine:
