@@ -21,6 +21,20 @@ from rlctl.trainer.worker.agent_loop import AgentOutput, PromptRecord, SamplingP
 from rlctl.trainer.worker.fields import from_rows, non_tensor_column, rows
 
 
+def make_weight_sync(recipe: Recipe, registry: Any) -> tuple[Any, Any]:
+    """The run's weight sync and its validated options (``None`` without an options model).
+
+    One place for the options: ``[engines.rollout.weight_sync_options]``, validated by the
+    model of the sync named in ``[engines.rollout] weight_sync``, else the engine's default.
+    """
+    from rlctl.config.plugin_options import weight_sync_name
+
+    reg = registry.get("weight_sync", weight_sync_name(recipe, registry))
+    table = recipe.engines.rollout.weight_sync_options
+    options = reg.options.model_validate(table) if reg.options is not None else None
+    return reg.load()(options), options
+
+
 class RolloutWorker:
     """One AgentLoop worker with its rollout engine, reward functions and agent loop."""
 
@@ -34,7 +48,6 @@ class RolloutWorker:
     def ready(self) -> bool:
         import torch
 
-        from rlctl.config.plugin_options import weight_sync_name
         from rlctl.engines.rollout.contract import RolloutEngineSpec
         from rlctl.models.loading import load_tokenizer
         from rlctl.registry import get_registry
@@ -46,21 +59,16 @@ class RolloutWorker:
             torch.set_num_threads(self.threads)
         registry = get_registry()
         self.tokenizer = load_tokenizer(self.recipe.model)
-        rollout = self.recipe.engines.rollout
-        sync_reg = registry.get("weight_sync", weight_sync_name(self.recipe, registry))
-        # One place for the sync's options: [engines.rollout.weight_sync_options]. The engine
-        # gets the same validated object (vLLM starts its servers for the transfer it names).
-        sync_options = (sync_reg.options.model_validate(rollout.weight_sync_options)
-                        if sync_reg.options is not None else None)
-        engine_cls = registry.load("rollout_engine", rollout.backend)
+        # The controller moves the exported weights here (object store in Ray mode); the
+        # registered weight sync applies them: sync(weights, engine, version). The engine gets
+        # the sync's options too (vLLM starts its servers for the transfer they name).
+        self.weight_sync, sync_options = make_weight_sync(self.recipe, registry)
+        engine_cls = registry.load("rollout_engine", self.recipe.engines.rollout.backend)
         self.engine = engine_cls(RolloutEngineSpec(
             recipe=self.recipe, device=pick_device(self.recipe),
             seed=self.recipe.run.seed + 1000 * self.rank, weight_sync_options=sync_options,
         ))
         self.engine.load()
-        # The controller moves the exported weights here (object store in Ray mode); the
-        # registered weight sync applies them: sync(weights, engine, version).
-        self.weight_sync = sync_reg.load()(sync_options)
         loop_cls = registry.load("agent_loop", self.recipe.rollout.agent_loop)
         self.agent_loop = loop_cls()
         self.rewards = RewardSet.from_sections(effective_rewards(self.recipe, registry), registry)

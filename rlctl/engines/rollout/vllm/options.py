@@ -25,7 +25,7 @@ RLCTL_TRANSFER_BACKEND = "rlctl_cpu"
 
 
 class VLLMWeightSyncOptions(BaseModel):
-    """Options of the ``vllm`` weight sync (vLLM's native weight-transfer lifecycle)."""
+    """Options of the ``vllm`` weight sync (``[engines.rollout.weight_sync_options]``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
