@@ -5,9 +5,9 @@ same seed, shards each decoder layer and then the root, and takes its rows of ea
 (the worker group splits batches across ranks).
 
 Gradient convention: the loss function divides by the GLOBAL normaliser (all samples or
-tokens of the minibatch on all ranks; :func:`global_normaliser`), so the true gradient is
-the SUM of per-rank gradients. FSDP2 averages across ranks by default; we set its divide
-factor to 1 so the 2-rank update equals the 1-rank update (tested).
+tokens of the minibatch on all ranks, summed with :func:`rlctl.engines.distributed.all_reduce_sum`),
+so the true gradient is the SUM of per-rank gradients. FSDP2 averages across ranks by
+default; we set its divide factor to 1 so the 2-rank update equals the 1-rank update (tested).
 
 Collectives must line up: with FSDP2 every forward all-gathers, so all ranks must run the
 same number of forwards. Ranks with fewer micro-batches run extra zero-weight passes.
