@@ -15,8 +15,10 @@ from rlctl.checkpoint.config_compat import (
     load_config_snapshot,
     save_config_snapshot,
 )
+from rlctl.checkpoint.export_target import EXPORT_MARKER, ExportTargetError
 from rlctl.checkpoint.hf_export import ExportError, export_hf
 from rlctl.checkpoint.manager import (
+    CheckpointDamaged,
     CheckpointError,
     CheckpointInfo,
     CheckpointManager,
@@ -28,11 +30,14 @@ from rlctl.checkpoint.rng import capture_rng_state, restore_rng_state
 from rlctl.checkpoint.trainer_state import TrainerState
 
 __all__ = [
+    "EXPORT_MARKER",
     "RESUME_IGNORED",
+    "CheckpointDamaged",
     "CheckpointError",
     "CheckpointInfo",
     "CheckpointManager",
     "ExportError",
+    "ExportTargetError",
     "IncompatibleConfigError",
     "TrainerState",
     "capture_rng_state",

@@ -7,13 +7,18 @@ The result loads with ``AutoModelForCausalLM.from_pretrained(out_dir)`` (and
 from __future__ import annotations
 
 import copy
-import os
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from rlctl.checkpoint.atomic import fsync_dir
+from rlctl.checkpoint.export_target import (
+    check_export_target,
+    new_partial_dir,
+    publish,
+    write_marker,
+)
 
 
 class ExportError(ValueError):
@@ -27,6 +32,8 @@ def export_hf(
     out_dir: Path | str,
     *,
     dtype: Any = None,
+    overwrite: bool = False,
+    source: str | None = None,
 ) -> Path:
     """Write ``config.json``, ``model*.safetensors`` (+ tokenizer files) into ``out_dir``.
 
@@ -35,13 +42,17 @@ def export_hf(
     embeddings may appear under one name or both. ``dtype`` (a ``torch.dtype``) casts the
     floating-point tensors; ``None`` keeps them. ``tokenizer`` may be ``None``.
 
-    The directory appears atomically: files are written to ``<out_dir>.partial`` and it is
-    renamed at the end, replacing an older export.
+    ``out_dir`` must be absent, empty or an earlier export (see
+    :mod:`rlctl.checkpoint.export_target`); ``overwrite=True`` also replaces another
+    directory. ``source`` (e.g. the checkpoint path) is recorded in the export's marker.
+    The directory appears atomically: files are written to a fresh hidden sibling that is
+    renamed at the end.
     """
     import torch
     from transformers import AutoModelForCausalLM
 
     out_dir = Path(out_dir)
+    check_export_target(out_dir, overwrite=overwrite)  # before any work: refuse early
     state = {k: _plain_tensor(k, v) for k, v in model_state_dict.items()}
     if dtype is not None:
         state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}
@@ -67,31 +78,31 @@ def export_hf(
     if leftover:
         raise ExportError(f"parameters {_few(leftover)} got no value from the state dict")
 
-    partial = out_dir.with_name(out_dir.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
+    partial = new_partial_dir(out_dir)
+    try:
+        _save(model, tokenizer, partial)
+        write_marker(partial, source=source)
+        publish(partial, out_dir, overwrite=overwrite)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)  # only the work directory this call made
+        raise
+    fsync_dir(out_dir.parent)
+    return out_dir
+
+
+def _save(model: Any, tokenizer: Any, directory: Path) -> None:
     from transformers.utils import logging as hf_logging
 
     # transformers draws a tqdm bar per save; it would break the trainer's progress display.
     was_enabled = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
     try:
-        model.save_pretrained(partial)
+        model.save_pretrained(directory)
     finally:
         if was_enabled:
             hf_logging.enable_progress_bar()
     if tokenizer is not None:
-        tokenizer.save_pretrained(partial)
-    if out_dir.exists():
-        old = out_dir.with_name(out_dir.name + ".old")
-        shutil.rmtree(old, ignore_errors=True)
-        os.rename(out_dir, old)
-        os.rename(partial, out_dir)
-        shutil.rmtree(old)
-    else:
-        os.rename(partial, out_dir)
-    fsync_dir(out_dir.parent)
-    return out_dir
+        tokenizer.save_pretrained(directory)
 
 
 def _plain_tensor(name: str, value: Any) -> Any:

@@ -25,16 +25,29 @@ def register_commands(cli: Any) -> None:
             ..., help="A checkpoint directory, a run's checkpoints/ directory or a run directory (latest)."
         ),
         output: Path = typer.Option(..., "--output", "-o", help="Directory for the HF model."),
+        overwrite: bool = typer.Option(
+            False, "--overwrite", help="Replace OUTPUT even if it is not an earlier rlctl export."
+        ),
     ) -> None:
-        """Write a checkpoint's policy in HF format (safetensors + config + tokenizer)."""
-        from rlctl.checkpoint import CheckpointError
+        """Write a checkpoint's policy in HF format (safetensors + config + tokenizer).
+
+        OUTPUT must be new, empty or an earlier export (which is replaced); any other
+        directory is refused unless --overwrite, and a file is always refused."""
+        from rlctl.checkpoint import CheckpointDamaged, CheckpointError
+        from rlctl.checkpoint.export_target import ExportTargetError
         from rlctl.checkpoint.offline_export import export_checkpoint
 
         try:
-            out = export_checkpoint(checkpoint, output)
-        except (CheckpointError, FileNotFoundError) as exc:
+            out = export_checkpoint(checkpoint, output, overwrite=overwrite)
+        except CheckpointDamaged as exc:  # complete, but its files do not match: a run failure
+            typer.echo(f"error: the checkpoint is damaged: {exc}", err=True)
+            raise typer.Exit(1) from None
+        except (CheckpointError, ExportTargetError, FileNotFoundError) as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
+        except OSError as exc:  # e.g. no permission or no space where the export goes
+            typer.echo(f"error: cannot write the export to {output}: {exc}", err=True)
+            raise typer.Exit(1) from None
         typer.echo(f"wrote {out}")
 
     @cli.command("report")
@@ -45,17 +58,25 @@ def register_commands(cli: Any) -> None:
             help="Run directories (<output_dir>/<name>); several are overlaid.",
         ),
         output: Path = typer.Option(DEFAULT_REPORT, "--output", "-o", help="PNG file to write."),
+        overwrite: bool = typer.Option(
+            False, "--overwrite", help="Replace OUTPUT even if it is not an earlier rlctl report."
+        ),
     ) -> None:
         """Plot reward, KL, entropy, response length and step time of runs into a PNG, and
         print a short summary of each run."""
-        from rlctl.inspect.report import build_report
+        from rlctl.inspect.report import ReportTargetError, build_report
         from rlctl.inspect.run_metrics import RunNotFoundError
 
         try:
-            result = build_report(run_dirs, output)
-        except RunNotFoundError as exc:
+            result = build_report(run_dirs, output, overwrite=overwrite)
+        except (RunNotFoundError, ReportTargetError) as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
+        except OSError as exc:  # e.g. no permission or no space where the PNG goes
+            typer.echo(f"error: cannot write the report to {output}: {exc}", err=True)
+            raise typer.Exit(1) from None
+        for warning in result.warnings:
+            typer.echo(f"warning: {warning}", err=True)
         typer.echo(result.text)
         typer.echo(f"wrote {result.output}")
 
@@ -73,11 +94,14 @@ def register_commands(cli: Any) -> None:
 
         from rlctl.inspect.run_metrics import list_runs
 
+        warnings: list[str] = []
         try:
-            summaries = list_runs(output_dir)
+            summaries = list_runs(output_dir, warnings=warnings)
         except FileNotFoundError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
+        for warning in warnings:  # a run that cannot be read is named, the others still listed
+            typer.echo(f"warning: {warning}", err=True)
         if as_json:
             typer.echo(json.dumps([s.to_dict() for s in summaries], indent=2))
             return
@@ -92,6 +116,7 @@ def register_commands(cli: Any) -> None:
 def _print_table(summaries: list[Any]) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     from rlctl.inspect.run_metrics import format_duration, format_number
 
@@ -112,7 +137,7 @@ def _print_table(summaries: list[Any]) -> None:
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for s in summaries:
         table.add_row(
-            s.name,
+            Text(s.name),  # a Text, not a str: rich would read "[x]" in a run name as markup
             str(s.steps),
             "-" if s.last_step is None else str(s.last_step),
             format_number(s.last_reward),

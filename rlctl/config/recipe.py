@@ -17,13 +17,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PositiveFloat, PositiveInt
 
+from rlctl.config.strict import LAX, STRICT_CONFIG
+
 
 class Section(BaseModel):
-    """Base of every recipe section: strict (unknown keys are errors) and immutable."""
+    """Base of every recipe section: unknown keys are errors, values immutable, numbers
+    strict and finite (:mod:`rlctl.config.strict`)."""
 
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, use_attribute_docstrings=True, populate_by_name=True
-    )
+    model_config = ConfigDict(**STRICT_CONFIG, populate_by_name=True)
 
 
 Options = dict[str, Any]
@@ -36,15 +37,24 @@ def _non_empty_path(value: Any) -> Any:
     return value
 
 
-FilePath = Annotated[Path, BeforeValidator(_non_empty_path)]
+FilePath = Annotated[Path, LAX, BeforeValidator(_non_empty_path)]
+
+# torch.manual_seed takes 64 bits, and workers derive their seeds from run.seed by
+# arithmetic (seed * 100003 + step ...): 32 bits keep every derived seed in range.
+MAX_SEED = 2**32 - 1
+# Longer names break file-system limits (255 bytes) once suffixes are added.
+MAX_RUN_NAME = 128
+# Adam's betas are decay rates: 1 would never forget, above 1 diverges.
+Beta = Annotated[float, Field(ge=0, lt=1)]
 
 # --------------------------------------------------------------------------- run & model
 
 
 class RunSection(Section):
-    name: str = Field("rlctl-run", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    name: str = Field("rlctl-run", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+                      max_length=MAX_RUN_NAME)
     """Run name; the run directory is ``<output_dir>/<name>``."""
-    seed: int = Field(0, ge=0)
+    seed: int = Field(0, ge=0, le=MAX_SEED)
     """Seed for model init, data order, sampling and dropout."""
     output_dir: FilePath = Path("runs")
     """Directory that holds run directories."""
@@ -103,12 +113,23 @@ class CriticSection(Section):
 
 
 class DataSection(Section):
-    train: FilePath | None = None
-    """Parquet file of training prompts (verl layout: a chat-message ``prompt`` column)."""
-    val: FilePath | None = None
-    """Parquet file of validation prompts."""
+    """Where prompts come from: files (``train`` / ``val``) or a synthetic ``task``.
+
+    Files are ``.parquet`` (verl's layout), ``.jsonl`` (one JSON object per line) or a
+    directory written by HF datasets' ``save_to_disk`` (read with ``load_from_disk``; needs
+    ``pip install datasets``; a ``DatasetDict`` directory must be narrowed to one split); a
+    list concatenates files in order, like verl's ``train_files``. Every format maps columns
+    the same way: ``prompt_key`` holds chat messages or plain text, ``answer_key`` a struct
+    with a ``ground_truth`` field (or the bare answer), an optional ``data_source`` column
+    names the dataset for rewards, and other columns ride along.
+    """
+
+    train: FilePath | list[FilePath] | None = None
+    """Training prompts: a .parquet (verl layout) or .jsonl file, a HF datasets directory (save_to_disk), or a list of them (concatenated)."""
+    val: FilePath | list[FilePath] | None = None
+    """Validation prompts, in the same formats as ``train``."""
     task: str | None = None
-    """A registered synthetic task instead of parquet files (e.g. ``count_digits``)."""
+    """A registered synthetic task instead of prompt files (e.g. ``count_digits``)."""
     task_options: Options = {}
     """Options of the synthetic task, validated by the task's option model."""
     prompt_key: str = "prompt"
@@ -169,8 +190,8 @@ class OptimSection(Section):
     """Peak learning rate of the actor."""
     weight_decay: float = Field(0.0, ge=0)
     """Decoupled weight decay."""
-    betas: tuple[float, float] = (0.9, 0.999)
-    """Adam betas."""
+    betas: Annotated[tuple[Beta, Beta], LAX] = (0.9, 0.999)
+    """Adam betas, each in [0, 1)."""
     eps: PositiveFloat = 1e-8
     """Adam epsilon."""
     grad_clip: float | None = Field(1.0, gt=0)

@@ -4,16 +4,23 @@ Panels (verl metric names): reward ``critic/score/mean``, KL ``actor/kl``, entro
 ``actor/entropy``, response length ``response_length/mean``, step time ``timing_s/step``
 and validation reward ``val/score/mean``. Uses matplotlib's object API with the Agg
 canvas (no pyplot, no display needed).
+
+The PNG carries a text chunk (:data:`REPORT_KEY`) so that a later report may replace it;
+any other existing file is left alone unless ``overwrite``, and a directory always is.
 """
 
 from __future__ import annotations
 
+import os
+import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlctl.inspect.run_metrics import (
+    METRICS_FILE,
     RunMetrics,
+    RunNotFoundError,
     RunSummary,
     format_summary,
     read_metrics,
@@ -31,6 +38,12 @@ PANELS: tuple[tuple[str, str, str], ...] = (
 )
 # Above this many points a curve is drawn faint with a moving average on top.
 SMOOTH_ABOVE = 30
+# PNG text chunk that marks a file as an rlctl report (so a re-run may replace it).
+REPORT_KEY = "rlctl-report"
+
+
+class ReportTargetError(ValueError):
+    """The output path holds something a report must not replace."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +51,38 @@ class Report:
     output: Path
     summaries: list[RunSummary]
     text: str
+    warnings: list[str] = field(default_factory=list)
+    """Runs or lines that could not be read (the report shows the rest)."""
+
+
+def is_report(path: Path) -> bool:
+    """Whether ``path`` is a PNG an earlier ``rlctl report`` wrote."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as image:
+            return image.format == "PNG" and REPORT_KEY in image.info
+    except (OSError, UnidentifiedImageError, ValueError):
+        return False
+
+
+def check_report_target(output: Path, *, overwrite: bool = False) -> None:
+    """Raise :class:`ReportTargetError` if writing ``output`` would lose data."""
+    if output.is_dir():
+        raise ReportTargetError(
+            f"report output {output} is a directory: pass the path of a PNG file, e.g. "
+            f"{output / 'report.png'}"
+        )
+    for parent in output.absolute().parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ReportTargetError(f"report output {output}: {parent} is not a directory")
+            break
+    if (output.exists() or output.is_symlink()) and not overwrite and not is_report(output):
+        raise ReportTargetError(
+            f"report output {output} exists and is not an earlier rlctl report: pass another "
+            "path, or --overwrite to replace it"
+        )
 
 
 def run_labels(run_dirs: Sequence[Path]) -> list[str]:
@@ -67,14 +112,32 @@ def moving_average(values: list[float], window: int) -> list[float]:
     return out
 
 
-def build_report(run_dirs: Sequence[Path | str], output: Path | str) -> Report:
-    """Plot every run of ``run_dirs`` into one PNG at ``output``; returns the summaries."""
+def build_report(
+    run_dirs: Sequence[Path | str], output: Path | str, *, overwrite: bool = False
+) -> Report:
+    """Plot every run of ``run_dirs`` into one PNG at ``output``; returns the summaries.
+
+    A missing run directory raises :class:`RunNotFoundError`; a run whose metrics cannot be
+    read (permissions, not a file system one can read) is left out with a warning.
+    """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     if not run_dirs:
         raise ValueError("build_report needs at least one run directory")
-    runs: list[RunMetrics] = [read_metrics(p) for p in run_dirs]
+    output = Path(output)
+    check_report_target(output, overwrite=overwrite)
+    runs: list[RunMetrics] = []
+    warnings: list[str] = []
+    for run_dir in run_dirs:
+        try:
+            runs.append(read_metrics(run_dir))
+        except RunNotFoundError:
+            raise
+        except OSError as exc:
+            warnings.append(f"{run_dir}: cannot read {METRICS_FILE} ({exc.strerror or exc}): left out")
+    if not runs:
+        raise RunNotFoundError("no run could be read: " + "; ".join(warnings))
     labels = run_labels([r.run_dir for r in runs])
     summaries = [summarize(r, name=label) for r, label in zip(runs, labels, strict=True)]
 
@@ -117,11 +180,17 @@ def build_report(run_dirs: Sequence[Path | str], output: Path | str) -> Report:
             ax.legend(fontsize="small")
     fig.suptitle("rlctl report: " + ", ".join(labels))
 
-    output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(output, dpi=100, format="png")
+    # Written beside the target, then renamed over it: a failed save leaves the old file.
+    tmp = output.with_name(f".{output.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        fig.savefig(tmp, dpi=100, format="png", metadata={REPORT_KEY: "1"})
+        check_report_target(output, overwrite=overwrite)  # it may have appeared meanwhile
+        os.replace(tmp, output)
+    finally:
+        tmp.unlink(missing_ok=True)
     text = "\n".join(format_summary(s) for s in summaries)
     skipped = sum(r.skipped_lines for r in runs)
     if skipped:
-        text += f"\n({skipped} unreadable line(s) in metrics.jsonl skipped)"
-    return Report(output=output, summaries=summaries, text=text)
+        text += f"\n({skipped} unreadable line(s) in {METRICS_FILE} skipped)"
+    return Report(output=output, summaries=summaries, text=text, warnings=warnings)

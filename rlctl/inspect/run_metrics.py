@@ -66,14 +66,16 @@ def read_metrics(run_dir: Path | str) -> RunMetrics:
         )
     by_step: dict[int, dict[str, Any]] = {}
     skipped = 0
-    with path.open(encoding="utf-8") as f:
+    # Bytes, decoded line by line: one line that is not UTF-8 (a torn write, a file
+    # overwritten by something else) is skipped and counted instead of failing the run.
+    with path.open("rb") as f:
         for line in f:
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
+                record = json.loads(line.decode("utf-8"))
                 step = int(record["step"])
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError):  # UnicodeDecodeError is a ValueError
                 skipped += 1
                 continue
             by_step[step] = record  # a resumed run re-logs steps: the later line wins
@@ -161,8 +163,13 @@ def is_run_dir(path: Path) -> bool:
     return any((path / marker).exists() for marker in RUN_MARKERS)
 
 
-def list_runs(output_dir: Path | str) -> list[RunSummary]:
-    """Summaries of the run directories directly under ``output_dir``, by name."""
+def list_runs(output_dir: Path | str, *, warnings: list[str] | None = None) -> list[RunSummary]:
+    """Summaries of the run directories directly under ``output_dir``, by name.
+
+    One run that cannot be read must not hide the others: it is left out (or listed with
+    what could be read) and a line saying why is appended to ``warnings``.
+    """
+    notes = warnings if warnings is not None else []
     output_dir = Path(output_dir)
     if not output_dir.is_dir():
         raise FileNotFoundError(
@@ -171,13 +178,24 @@ def list_runs(output_dir: Path | str) -> list[RunSummary]:
         )
     summaries = []
     for entry in sorted(output_dir.iterdir()):
-        if entry.is_dir() and is_run_dir(entry):
+        try:
+            if not (entry.is_dir() and is_run_dir(entry)):
+                continue
             metrics = (
                 read_metrics(entry)
                 if (entry / METRICS_FILE).is_file()
                 else RunMetrics(entry, [], 0)
             )
             summaries.append(summarize(metrics))
+        except (OSError, ValueError) as exc:
+            reason = getattr(exc, "strerror", None) or exc
+            notes.append(f"{entry}: cannot read the run ({reason}): left out")
+            continue
+        if metrics.skipped_lines:
+            notes.append(
+                f"{entry / METRICS_FILE}: {metrics.skipped_lines} unreadable line(s) skipped "
+                "(not UTF-8 JSON with a step)"
+            )
     return summaries
 
 

@@ -20,12 +20,6 @@ def test_validate_good_recipe(rlctl) -> None:  # type: ignore[no-untyped-def]
     assert result.stderr == ""
 
 
-def test_validate_reports_a_not_implemented_backend_on_stderr(rlctl, planned_engines) -> None:  # type: ignore[no-untyped-def]
-    result = rlctl("config", "validate", SMALL, "-s", "engines.rollout.backend=planned")
-    assert result.stdout.startswith("ok: small: grpo on tiny")
-    assert result.stderr == snapshot('note: engines.rollout.backend = "planned": rollout engine "planned" is registered but not implemented yet; `rlctl train` will refuse it\n')
-
-
 def test_validate_bad_recipe_lists_every_problem(rlctl) -> None:  # type: ignore[no-untyped-def]
     result = rlctl("config", "validate", str(DATA / "bad.toml"), code=2)
     assert result.stdout == ""
@@ -210,7 +204,9 @@ progress = true
 
 # derived (computed from the values above):
 #   samples_per_step = 32
+#   prompts_per_minibatch = 4
 #   minibatch_size = 16
+#   data_parallel_size = 2
 #   minibatch_size_per_rank = 8
 #   micro_batches_per_rank = 2
 #   grad_accumulation_steps = 2
@@ -230,7 +226,7 @@ def test_show_json_has_recipe_and_derived(rlctl) -> None:  # type: ignore[no-unt
     out = json.loads(rlctl("config", "show", SMALL, "--format", "json").stdout)
     assert set(out) == {"recipe", "derived"}
     assert out["recipe"]["algorithm"]["kl"]["in"] == "loss"  # the alias, not apply_in
-    assert out["derived"] == snapshot({'samples_per_step': 32, 'minibatch_size': 16, 'minibatch_size_per_rank': 8, 'micro_batches_per_rank': 2, 'grad_accumulation_steps': 2, 'optimizer_steps_per_train_step': 2})
+    assert out["derived"] == snapshot({'samples_per_step': 32, 'prompts_per_minibatch': 4, 'minibatch_size': 16, 'data_parallel_size': 2, 'minibatch_size_per_rank': 8, 'micro_batches_per_rank': 2, 'grad_accumulation_steps': 2, 'optimizer_steps_per_train_step': 2})
 
 
 def test_show_of_a_bad_recipe_is_exit_2_with_nothing_on_stdout(rlctl) -> None:  # type: ignore[no-untyped-def]

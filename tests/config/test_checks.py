@@ -50,9 +50,42 @@ def test_batch_arithmetic(problems: Problems, load) -> None:  # type: ignore[no-
                                    "resources.devices_per_node=2",
                                    "engines.train.micro_batch_size=16"])
     assert loaded.derived.as_dict() == {
-        "samples_per_step": 512, "minibatch_size": 128, "minibatch_size_per_rank": 64,
+        "samples_per_step": 512, "prompts_per_minibatch": 16, "minibatch_size": 128,
+        "data_parallel_size": 2, "minibatch_size_per_rank": 64,
         "micro_batches_per_rank": 4, "grad_accumulation_steps": 4,
         "optimizer_steps_per_train_step": 4}
+
+
+def test_local_mode_runs_one_rank_and_derives_its_numbers_once(load) -> None:  # type: ignore
+    overrides = ["algorithm.minibatches=4", "engines.train.ranks=2",
+                 "resources.devices_per_node=2", "engines.train.micro_batch_size=16"]
+    ray = load(BASE, overrides=overrides)
+    local = load(BASE, overrides=[*overrides, 'resources.mode="local"'])
+    assert ray.recipe.engines.train.ranks == 2 and local.recipe.engines.train.ranks == 1
+    assert local.sources["engines.train.ranks"] == "local mode (one rank per role)"
+    # the math is the same; the per-rank numbers are those of the one rank that runs
+    assert local.derived.minibatch_size == ray.derived.minibatch_size == 128
+    assert (local.derived.minibatch_size_per_rank, local.derived.micro_batches_per_rank) == (128, 8)
+
+
+def test_plugin_options_are_validated_once_at_load(load, registry) -> None:  # type: ignore
+    from rlctl.config.checks import validate_recipe
+    from rlctl.engines.train.fsdp.options import FSDPOptions
+
+    loaded = load(BASE, overrides=['engines.train.options.mixed_precision="bf16"'])
+    options = loaded.options_for("engines.train.options")
+    assert isinstance(options, FSDPOptions) and options.mixed_precision == "bf16"
+    # the task's default reward (no [[rewards]]) has its options validated too
+    assert loaded.recipe.rewards == [] and "rewards[0].options" in loaded.plugin_options
+    assert loaded.option_kwargs("algorithm.estimator_options") == {}  # grpo has no options
+    again = validate_recipe(loaded.recipe, registry=registry)
+    assert again.options_for("engines.train.options") == options
+    assert set(again.sources.values()) == {"in code"}
+    recipe = loaded.recipe
+    train = recipe.engines.train.model_copy(update={"options": {"mixed_precison": "bf16"}})
+    typo = recipe.model_copy(update={"engines": recipe.engines.model_copy(update={"train": train})})
+    with pytest.raises(ConfigError, match="engines.train.options.mixed_precison"):
+        validate_recipe(typo, registry=registry)
 
 
 def test_more_ranks_than_devices(problems: Problems) -> None:

@@ -77,7 +77,7 @@ def test_readme_setup_matches_ci() -> None:
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     install = 'pip install "torch==2.13.0+cpu" -e ".[train,test,megatron]"'
     assert install in readme and install in ci
-    engines = "scripts/build_engine_envs.sh vllm sglang"
+    engines = "rlctl engines install vllm sglang"
     assert engines in readme and engines in ci
     assert "python -m pytest -q" in readme and "python -m pytest -q" in ci
     assert "rlctl train recipes/tiny_grpo.toml" in readme

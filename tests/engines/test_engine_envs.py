@@ -10,7 +10,8 @@ import pytest
 
 from rlctl.engines.rollout.server.engine_envs import ENV_NAMES, MARKER, EngineEnvError, built_env_python, engine_python
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build_engine_envs.sh"
+SCRIPT = (Path(__file__).resolve().parents[2] / "rlctl" / "engines" / "rollout" / "server"
+          / "build_engine_envs.sh")
 
 
 def test_env_names_match_the_build_script():
@@ -51,5 +52,5 @@ def test_a_half_built_env_does_not_count_and_the_error_says_how_to_build(tmp_pat
 
     if importlib.util.find_spec("sglang") is not None:
         pytest.skip("sglang is importable here: this interpreter would be used")
-    with pytest.raises(EngineEnvError, match=r"scripts/build_engine_envs.sh sglang"):
+    with pytest.raises(EngineEnvError, match=r"rlctl engines install sglang"):
         engine_python("sglang")

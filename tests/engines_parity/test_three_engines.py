@@ -3,7 +3,7 @@
 Each server engine also has its own parity test against ``hf`` in its test directory; this one
 puts all three side by side on the same checkpoint and prompts, as users compare them. The
 servers run one after the other (two servers do not fit 2 shared cores well). Skipped, with the
-reason, when an engine's environment is not built (``scripts/build_engine_envs.sh``).
+reason, when an engine's environment is not built (``rlctl engines install``).
 
 Tolerance: fp32 on every side. vLLM and transformers agree to ~4e-6 (docs/engines.md), SGLang's
 torch-native path to ~2e-5 (docs/sglang.md); the test asserts 1e-4 for each pair.
@@ -31,7 +31,7 @@ pytestmark = [
     pytest.mark.timeout(600),
     pytest.mark.skipif(
         built_env_python("vllm") is None or built_env_python("sglang") is None,
-        reason="needs both engine envs: run scripts/build_engine_envs.sh vllm sglang",
+        reason="needs both engine envs: run rlctl engines install vllm sglang",
     ),
 ]
 

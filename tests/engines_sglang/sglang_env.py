@@ -1,6 +1,6 @@
 """Helpers of the sglang engine tests: where its own environment is, and a tiny recipe.
 
-The real-server tests need the env built by ``scripts/build_engine_envs.sh sglang`` (found by
+The real-server tests need the env built by ``rlctl engines install sglang`` (found by
 :mod:`rlctl.engines.rollout.server.engine_envs`; ``RLCTL_SGLANG_PYTHON`` points at another interpreter).
 They are skipped, with the reason, when it is absent. The checkpoint helpers are shared by
 every engine's tests (:mod:`rlctl.testing.server_checkpoint`).
@@ -31,7 +31,7 @@ def _find_python() -> str | None:
 SGLANG_PYTHON = _find_python()
 requires_sglang_env = pytest.mark.skipif(
     SGLANG_PYTHON is None,
-    reason=f"sglang environment not built: run scripts/build_engine_envs.sh sglang (expects "
+    reason=f"sglang environment not built: run rlctl engines install sglang (expects "
     f"{env_root() / ENV_NAMES['sglang']}/.rlctl-env-complete) or set RLCTL_SGLANG_PYTHON",
 )
 

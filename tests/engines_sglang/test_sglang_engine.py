@@ -1,6 +1,6 @@
 """The sglang rollout engine against a real SGLang server (CPU, torch_native) on a tiny checkpoint.
 
-Skipped unless SGLang's own environment is built (``scripts/build_engine_envs.sh sglang``).
+Skipped unless SGLang's own environment is built (``rlctl engines install sglang``).
 One server runs for the whole module (20 s to start on an idle 2-core machine, minutes under
 load); the last test kills it on purpose. Tolerances are documented in ``docs/sglang.md``.
 """

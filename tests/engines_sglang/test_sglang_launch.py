@@ -56,7 +56,8 @@ def test_command_line_on_cpu_and_gpu():
 
 
 def test_engine_starts_its_servers_at_weight_version_0():
-    engine = SGLangRolloutEngine(RolloutEngineSpec(tiny_recipe(), seed=3))
+    # An explicit interpreter: the command line is checked without SGLang's env being built.
+    engine = SGLangRolloutEngine(RolloutEngineSpec(tiny_recipe(python=sys.executable), seed=3))
     argv = engine.server_command(1, "/m").argv
     assert argv[-2:] == ["--weight-version", "0"] and "--random-seed" in argv
     assert argv[argv.index("--random-seed") + 1] == "4"  # engine seed + replica index
@@ -89,7 +90,7 @@ def test_empty_weights_are_refused_before_any_request():
 
 def test_bogus_interpreter_fails_fast_and_cleans_up():
     engine = SGLangRolloutEngine(RolloutEngineSpec(tiny_recipe(python="/no/such/python"), seed=0))
-    with pytest.raises(ServerError, match=r"sglang\[0\].*/no/such/python.*build_engine_envs\.sh"):
+    with pytest.raises(ServerError, match=r"sglang\[0\].*/no/such/python.*rlctl engines install"):
         engine.load()
     assert engine._workdir is None and engine._http is None
 

@@ -1,5 +1,5 @@
 """vllm engine tests. Helpers live in ``vllm_env.py`` (imported as a plain module by the tests).
 
 The real-server tests are skipped unless vLLM's own environment is built
-(``scripts/build_engine_envs.sh vllm``); see ``vllm_env.py``.
+(``rlctl engines install vllm``); see ``vllm_env.py``.
 """

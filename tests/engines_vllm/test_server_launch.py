@@ -108,7 +108,7 @@ def test_server_that_never_gets_healthy_times_out_and_its_group_is_killed(tmp_pa
 def test_engine_load_with_bogus_interpreter_fails_fast_and_cleans_up():
     recipe = tiny_recipe(python="/no/such/python", startup_timeout_s=30)
     engine = VLLMRolloutEngine(RolloutEngineSpec(recipe, seed=0))
-    with pytest.raises(ServerError, match=r"vllm\[0\].*/no/such/python.*build_engine_envs\.sh"):
+    with pytest.raises(ServerError, match=r"vllm\[0\].*/no/such/python.*rlctl engines install"):
         engine.load()
     assert engine._workdir is None and engine._http is None  # temporary model dir removed
 

@@ -1,6 +1,6 @@
 """The vllm rollout engine against a real vLLM server (CPU, eager) on a tiny checkpoint.
 
-Skipped unless vLLM's own environment is built (``scripts/build_engine_envs.sh vllm``).
+Skipped unless vLLM's own environment is built (``rlctl engines install vllm``).
 One server runs for the whole module (about 30-50 s to start on 2 shared cores); the last test
 kills it on purpose. Tolerances are documented in ``docs/engines.md``.
 """

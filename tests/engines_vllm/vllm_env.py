@@ -1,6 +1,6 @@
 """Helpers of the vllm engine tests: where its own environment is, and a tiny recipe.
 
-The real-server tests need the env built by ``scripts/build_engine_envs.sh vllm`` (found by
+The real-server tests need the env built by ``rlctl engines install vllm`` (found by
 :mod:`rlctl.engines.rollout.server.engine_envs`; ``RLCTL_VLLM_PYTHON`` points at another interpreter).
 They are skipped, with the reason, when it is absent. The checkpoint helpers are shared by
 every engine's tests (:mod:`rlctl.testing.server_checkpoint`).
@@ -33,7 +33,7 @@ def _find_python() -> str | None:
 VLLM_PYTHON = _find_python()
 requires_vllm_env = pytest.mark.skipif(
     VLLM_PYTHON is None,
-    reason=f"vllm environment not built: run scripts/build_engine_envs.sh vllm (expects "
+    reason=f"vllm environment not built: run rlctl engines install vllm (expects "
     f"{env_root() / ENV_NAMES['vllm']}/.rlctl-env-complete) or set RLCTL_VLLM_PYTHON",
 )
 

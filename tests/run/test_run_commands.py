@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -188,3 +189,63 @@ def test_through_the_installed_cli(synthetic_run: Path, tmp_path: Path) -> None:
     )
     assert listing.returncode == 0, listing.stderr
     assert [r["name"] for r in json.loads(listing.stdout)] == ["tiny-grpo"]
+
+
+def test_a_run_that_is_not_utf8_does_not_hide_the_others(cli: typer.Typer, tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    write_metrics(runs / "good", rising_run(5))
+    bad = runs / "bad"
+    bad.mkdir(parents=True)
+    (bad / "metrics.jsonl").write_bytes("step 1 \u00e9\n".encode("latin-1") + b"\xff\xfe\x00{\n")
+    listing = invoke(cli, "runs", "list", str(runs), "--json")
+    assert listing.exit_code == 0, listing.output
+    rows = json.loads(listing.stdout)
+    assert [(r["name"], r["steps"]) for r in rows] == [("bad", 0), ("good", 5)]
+    assert "warning: " in listing.stderr and "bad/metrics.jsonl: 2 unreadable line(s)" in listing.stderr
+    table = invoke(cli, "runs", "list", str(runs))
+    assert table.exit_code == 0 and "good" in table.stdout
+
+    out = tmp_path / "r.png"
+    report = invoke(cli, "report", str(bad), str(runs / "good"), "-o", str(out))
+    assert report.exit_code == 0, report.output
+    assert "good: 5 steps" in report.stdout and "2 unreadable line(s)" in report.stdout
+    assert out.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_report_output_is_never_a_directory_or_a_file_of_the_user(
+    cli: typer.Typer, synthetic_run: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "plots"
+    folder.mkdir()
+    (folder / "keep.txt").write_text("mine")
+    result = invoke(cli, "report", str(synthetic_run), "-o", str(folder))
+    assert result.exit_code == 2, result.output
+    assert "is a directory" in result.output and "Traceback" not in result.output
+    assert os.listdir(folder) == ["keep.txt"]
+
+    other = tmp_path / "photo.png"
+    other.write_bytes(b"\x89PNG\r\n\x1a\nnot ours")
+    result = invoke(cli, "report", str(synthetic_run), "-o", str(other))
+    assert result.exit_code == 2 and "not an earlier rlctl report" in result.output
+    assert other.read_bytes() == b"\x89PNG\r\n\x1a\nnot ours"
+
+    ours = tmp_path / "report.png"
+    assert invoke(cli, "report", str(synthetic_run), "-o", str(ours)).exit_code == 0
+    first = ours.read_bytes()
+    again = invoke(cli, "report", str(synthetic_run), "-o", str(ours))  # a re-run replaces it
+    assert again.exit_code == 0, again.output
+    assert ours.read_bytes()[:8] == first[:8]
+    forced = invoke(cli, "report", str(synthetic_run), "-o", str(other), "--overwrite")
+    assert forced.exit_code == 0 and other.read_bytes() != b"\x89PNG\r\n\x1a\nnot ours"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["photo.png", "plots", "report.png",
+                                                          "runs"]
+
+
+def test_run_names_are_printed_as_they_are(cli: typer.Typer, tmp_path: Path) -> None:
+    """Rich reads "[...]" as markup: a run name must reach the table verbatim."""
+    for name in ("exp[data]", "[red]", "[bold]y"):
+        write_metrics(tmp_path / name, rising_run(2))
+    table = invoke(cli, "runs", "list", str(tmp_path))
+    assert table.exit_code == 0, table.output
+    names = [line.split()[0] for line in table.stdout.splitlines()[1:]]
+    assert names == ["[bold]y", "[red]", "exp[data]"]

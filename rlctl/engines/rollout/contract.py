@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
+
+from rlctl.config.plugin_options import OptionsSpec
 
 if TYPE_CHECKING:
     from rlctl.config.recipe import Recipe
@@ -51,8 +53,11 @@ class Generation:
 
 
 @dataclass(frozen=True)
-class RolloutEngineSpec:
-    """Everything a rollout engine needs to build itself."""
+class RolloutEngineSpec(OptionsSpec):
+    """Everything a rollout engine needs to build itself; its validated
+    ``[engines.rollout.options]`` are :meth:`options_as`."""
+
+    options_key: ClassVar[str] = "engines.rollout.options"
 
     recipe: Recipe
     """The whole recipe (model, rollout options)."""

@@ -9,13 +9,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
+
+from rlctl.config.strict import STRICT_CONFIG
 
 
 class InProcessOptions(BaseModel):
     """Options of ``in_process`` weight sync (none: it is a direct copy)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = STRICT_CONFIG
 
 
 class InProcessWeightSync:

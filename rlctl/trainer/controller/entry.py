@@ -1,7 +1,8 @@
 """``rlctl train``: from a validated recipe to a finished run directory.
 
 The run directory ``<output_dir>/<name>/`` holds the resolved config (``config.toml``),
-plugin versions and git revision (``run_info.json``) and ``metrics.jsonl``.
+plugin versions and git revision (``run_info.json``) and ``metrics.jsonl``. A run locks it
+and changes nothing in it until the run is known to start (:mod:`rlctl.trainer.controller.run_dir`).
 """
 
 from __future__ import annotations
@@ -11,56 +12,61 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
-from rlctl.config.derived import Derived, derive
+from rlctl.config.loaded import LoadedRecipe
 from rlctl.config.recipe import Recipe
 
 
 def train_from_recipe(
-    loaded: Any,
+    loaded: LoadedRecipe | Recipe,
     *,
-    local: bool = False,
     quiet: bool = False,
     resume: str | bool | None = None,
     force_resume: bool = False,
 ) -> int:
     """Run training; returns the process exit code (0 ok, 1 run failure).
 
-    ``resume``: ``True`` or ``"latest"`` resumes from the run's latest checkpoint, a path from
-    that checkpoint; ``force_resume`` accepts a config that differs in the math.
+    ``loaded`` comes from :func:`rlctl.config.checks.load_recipe` (``--local`` is already in
+    it: ``resources.mode = "local"`` with one rank per role); a :class:`Recipe` built in code
+    is validated with :func:`rlctl.config.checks.validate_recipe` first. ``resume``: ``True``
+    or ``"latest"`` resumes from the run's latest checkpoint, a path from that checkpoint;
+    ``force_resume`` accepts a config that differs in the math.
     """
     from rich.console import Console
+    from rich.markup import escape
 
     err = Console(stderr=True, soft_wrap=True)  # error text must stay greppable: no wrapping
-    recipe: Recipe = getattr(loaded, "recipe", loaded)
-    if local and recipe.resources.mode != "local":
-        recipe = recipe.model_copy(update={"resources": recipe.resources.model_copy(update={"mode": "local"})})
-    derived: Derived = getattr(loaded, "derived", None) or derive(recipe)
-    if recipe.resources.mode == "local" and recipe.engines.train.ranks > 1:
-        # Local mode runs one rank per role in this process. Ranks are an engine setting, so
-        # the math (global batch, minibatches, normalisers) is unchanged.
-        engines = recipe.engines.model_copy(
-            update={"train": recipe.engines.train.model_copy(update={"ranks": 1})}
-        )
-        recipe = recipe.model_copy(update={"engines": engines})
-        derived = derive(recipe)
-    try:
-        run = Run(recipe, derived, quiet=quiet, resume=resume, force_resume=force_resume)
-        run.execute()
-    except KeyboardInterrupt:
-        err.print("[red]interrupted[/red]")
-        return 1
-    except Exception as exc:  # the run failed: say why in one place, no traceback wall
-        from rlctl.registry import NotImplementedYet
+    if isinstance(loaded, Recipe):
+        from rlctl.config.checks import validate_recipe
 
-        if isinstance(exc, NotImplementedYet):
-            err.print(f"[red]error:[/red] {exc}")
-        else:
-            err.print(f"[red]training failed:[/red] {type(exc).__name__}: {exc}")
+        loaded = validate_recipe(loaded)
+    from rlctl.trainer.controller.run_dir import RunDirError
+    from rlctl.trainer.controller.run_lock import RunLockedError
+    from rlctl.trainer.controller.signals import EXIT_TERMINATED, StopOnSigterm, Terminated
+
+    # Messages hold user text (paths, TOML keys like "[data]"): escape it, or rich reads it
+    # as markup, drops it, or fails on a "[/x]" with an error that hides the real one.
+    with StopOnSigterm() as stop:
+        try:
+            run = Run(loaded, quiet=quiet, resume=resume, force_resume=force_resume)
+            run.execute()
+        except Terminated:
+            err.print("[red]terminated[/red]")
+            return EXIT_TERMINATED
+        except KeyboardInterrupt:
+            err.print("[red]interrupted[/red]")
+            return 1
+        except (RunDirError, RunLockedError) as exc:
+            err.print(f"[red]error:[/red] {escape(str(exc))}")
+            return 2  # the CLI's usage error: nothing started, nothing changed
+        except Exception as exc:  # noqa: BLE001 -- the run failed: say why once, no traceback wall
+            if stop.received:  # e.g. a worker that got the same SIGTERM died first
+                err.print("[red]terminated[/red]")
+                return EXIT_TERMINATED
+            err.print(f"[red]training failed:[/red] {type(exc).__name__}: {escape(str(exc))}")
             if "--debug" in sys.argv or _env_flag("RLCTL_DEBUG"):
                 err.print_exception()
-        return 1
+            return 1
     return 0
 
 
@@ -69,15 +75,15 @@ class Run:
 
     def __init__(
         self,
-        recipe: Recipe,
-        derived: Derived,
+        loaded: LoadedRecipe,
         *,
         quiet: bool,
         resume: str | bool | None = None,
         force_resume: bool = False,
     ) -> None:
-        self.recipe = recipe
-        self.derived = derived
+        self.loaded = loaded
+        self.recipe = recipe = loaded.recipe
+        self.derived = loaded.derived
         self.quiet = quiet
         self.resume = resume
         self.force_resume = force_resume
@@ -89,14 +95,25 @@ class Run:
             return None
         return str(self.resume)
 
+    @property
+    def continues_this_run(self) -> bool:
+        """A resume from this run directory's own checkpoints (not from another run's)."""
+        if not self.resume:
+            return False
+        if self.resume_path is None:
+            return True
+        here, source = self.run_dir.resolve(), Path(self.resume_path).resolve()
+        return source == here or here in source.parents
+
     def write_run_info(self) -> None:
+        """``config.toml`` and ``run_info.json``; called once the run is known to start."""
         import tomli_w
 
+        from rlctl.checkpoint.atomic import atomic_write_text
         from rlctl.registry import get_registry
 
-        self.run_dir.mkdir(parents=True, exist_ok=True)
         resolved = self.recipe.model_dump(mode="json", by_alias=True, exclude_none=True)
-        (self.run_dir / "config.toml").write_text(tomli_w.dumps(resolved))
+        atomic_write_text(self.run_dir / "config.toml", tomli_w.dumps(resolved))
         registry = get_registry()
         info = {
             "rlctl_version": _version(),
@@ -105,30 +122,43 @@ class Run:
             "derived": self.derived.as_dict(),
             "started": time.time(),
         }
-        (self.run_dir / "run_info.json").write_text(json.dumps(info, indent=2))
-        metrics = self.run_dir / "metrics.jsonl"
-        if metrics.exists() and not self.resume:
-            metrics.unlink()  # a fresh run starts a fresh metrics file; a resume appends
+        atomic_write_text(self.run_dir / "run_info.json", json.dumps(info, indent=2))
 
     def execute(self) -> None:
+        from rlctl.trainer.controller.run_dir import RunDirectory
+
+        # Locked and checked before any worker starts; untouched until the run starts.
+        with RunDirectory(self.run_dir, resume=self.continues_this_run) as claim:
+            for note in claim.notes:
+                _warn(note)
+            self._execute(claim)
+
+    def _execute(self, claim: Any) -> None:
         from rlctl.registry import get_registry
         from rlctl.sinks.logger import MetricLogger
         from rlctl.trainer.controller.checkpointing import RunCheckpoints
+        from rlctl.trainer.controller.lifecycle import LifecycleHooks
         from rlctl.trainer.controller.progress import StepProgress
         from rlctl.trainer.controller.session import Session
 
-        self.write_run_info()
-        hooks = get_registry().pm.hook
+        hooks = LifecycleHooks(get_registry())
         schedule = self.recipe.schedule
         checkpoints = RunCheckpoints(self.recipe, self.run_dir)
         status = "failed"
-        with Session(self.recipe, self.derived, run_id=self.recipe.run.name, run_dir=self.run_dir) as session:
+        with Session(self.loaded, run_id=self.recipe.run.name, run_dir=self.run_dir) as session:
             trainer = session.trainer
             start = 1
             if self.resume:
                 start = checkpoints.restore(session, self.resume_path, force=self.force_resume) + 1
-            logger = MetricLogger.from_recipe(self.recipe, self.run_dir, quiet=self.quiet)
-            hooks.on_train_start(recipe=self.recipe, run_dir=str(self.run_dir))
+            # The run is known to start (workers up, checkpoint loaded): only now does the
+            # run directory change.
+            claim.mark_started()
+            self.write_run_info()
+            sink_options = {name: self.loaded.options_for(f"logging.sink_options.{name}")
+                            for name in self.recipe.logging.sinks}
+            logger = MetricLogger.from_recipe(self.recipe, self.run_dir, quiet=self.quiet,
+                                              options=sink_options)
+            hooks("on_train_start", recipe=self.recipe, run_dir=str(self.run_dir))
             try:
                 with StepProgress(schedule.total_steps, enabled=self.recipe.logging.progress and not self.quiet) as progress:
                     progress.advance(start - 1, {})
@@ -138,7 +168,7 @@ class Run:
                         if schedule.eval_every and (step % schedule.eval_every == 0 or last):
                             metrics.update(trainer.validate(step))
                         logger.log(step, metrics)
-                        hooks.on_step_end(step=step, metrics=metrics)
+                        hooks("on_step_end", step=step, metrics=metrics)
                         if schedule.save_every and (step % schedule.save_every == 0 or last):
                             checkpoints.save(session, step)
                         progress.advance(step, metrics)
@@ -146,7 +176,14 @@ class Run:
                 status = "completed"
             finally:
                 logger.close()
-                hooks.on_train_end(recipe=self.recipe, run_dir=str(self.run_dir), status=status)
+                hooks("on_train_end", recipe=self.recipe, run_dir=str(self.run_dir), status=status)
+
+
+def _warn(message: str) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+
+    Console(stderr=True, soft_wrap=True).print(f"[yellow]warning:[/yellow] {escape(message)}")
 
 
 def _version() -> str:

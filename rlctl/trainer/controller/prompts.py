@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pydantic import BaseModel
+
 from rlctl.config.recipe import Recipe
 from rlctl.protocol.kv import KVBatchMeta, new_uid
 
@@ -18,35 +20,42 @@ def prompt_partition(partition: str) -> str:
     return f"prompts-{partition}"
 
 
-def open_prompt_source(recipe: Recipe, *, split: str) -> Any:
-    """The recipe's prompt stream for ``split`` (``train`` or ``val``): a task or parquet."""
+def open_prompt_source(recipe: Recipe, *, split: str, task_options: BaseModel | None) -> Any:
+    """The recipe's prompt stream for ``split`` (``train`` or ``val``): a task or files.
+
+    ``task_options``: the task's ``[data.task_options]`` as validated when the recipe was
+    loaded (``None`` where the task registered no option model).
+    """
     from rlctl.registry import get_registry
 
     data = recipe.data
     if data.task is not None:
-        reg = get_registry().get("task", data.task)
-        options = reg.options.model_validate(dict(data.task_options)) if reg.options else dict(data.task_options)
-        return reg.load()(options, seed=recipe.run.seed, split=split)
-    from rlctl.tasks.parquet_source import ParquetPromptSource
+        # a task without an option model has an empty table (checked at load)
+        options = task_options if task_options is not None else dict(data.task_options)
+        return get_registry().load("task", data.task)(options, seed=recipe.run.seed, split=split)
+    from rlctl.tasks.file_source import FilePromptSource
 
     path = data.train if split == "train" else data.val
     if path is None:
-        raise ValueError(f"[data] {split} is not set: give a parquet file or a [data] task")
-    return ParquetPromptSource(
+        raise ValueError(f"[data] {split} is not set: give a prompt file or a [data] task")
+    return FilePromptSource(
         path, prompt_key=data.prompt_key, answer_key=data.answer_key, seed=recipe.run.seed,
-        shuffle=data.shuffle and split == "train",
+        shuffle=data.shuffle and split == "train", what=f"[data] {split}",
     )
 
 
 class PromptFeeder:
     """Draws prompts from the recipe's source and puts them into the data plane."""
 
-    def __init__(self, recipe: Recipe, tokenizer: Any, plane: Any, *, split: str = "train") -> None:
+    def __init__(
+        self, recipe: Recipe, tokenizer: Any, plane: Any, *, split: str = "train",
+        task_options: BaseModel | None,
+    ) -> None:
         self.recipe = recipe
         self.tokenizer = tokenizer
         self.plane = plane
         self.split = split
-        self.source = open_prompt_source(recipe, split=split)
+        self.source = open_prompt_source(recipe, split=split, task_options=task_options)
         self._iter = iter(self.source)
 
     def state_dict(self) -> dict[str, Any]:

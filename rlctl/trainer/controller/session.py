@@ -11,7 +11,7 @@ import os
 from contextlib import ExitStack
 from typing import Any
 
-from rlctl.config.derived import Derived
+from rlctl.config.loaded import LoadedRecipe
 from rlctl.config.recipe import Recipe
 from rlctl.trainer.controller.worker_group import (
     LocalWorkerGroup,
@@ -33,10 +33,11 @@ def training_roles(recipe: Recipe) -> tuple[str, ...]:
 class Session:
     """Owns the run's processes; use as a context manager so everything is always closed."""
 
-    def __init__(self, recipe: Recipe, derived: Derived, *, run_id: str, run_dir: Any = None) -> None:
+    def __init__(self, loaded: LoadedRecipe, *, run_id: str, run_dir: Any = None) -> None:
         self.run_dir = run_dir
-        self.recipe = recipe
-        self.derived = derived
+        self.loaded = loaded
+        self.recipe = loaded.recipe
+        self.derived = loaded.derived
         self.run_id = run_id
         self.stack = ExitStack()
         self.meter = TrafficMeter()
@@ -70,8 +71,14 @@ class Session:
         needs_ray = not local or bool(plane_reg.metadata.get("multi_process", False))
         if needs_ray and start_ray(address=recipe.resources.address, num_cpus=recipe.resources.num_cpus):
             self.stack.callback(stop_ray)
+        if needs_ray:
+            from rlctl.trainer.controller.signals import reinstall
 
-        self.plane = open_data_plane(recipe.data_plane.backend, dict(recipe.data_plane.options), run_id=self.run_id)
+            reinstall()  # ray.init took SIGTERM over (stack dump + abort): a run stops cleanly
+
+        self.plane = open_data_plane(recipe.data_plane.backend,
+                                     self.loaded.options_for("data_plane.options"),
+                                     run_id=self.run_id)
         self.stack.callback(self.plane.close)
         cpus = os.cpu_count() or 1
         if local:
@@ -93,7 +100,7 @@ class Session:
                 "train",
                 TrainingWorker,
                 [
-                    dict(recipe=recipe, plane=self.plane, roles=training_roles(recipe), rank=r,
+                    dict(loaded=self.loaded, plane=self.plane, roles=training_roles(recipe), rank=r,
                          world_size=ranks, master_port=port, threads=train_threads)
                     for r in range(ranks)
                 ],
@@ -104,16 +111,20 @@ class Session:
             self.rollout = RayWorkerGroup(
                 "rollout",
                 RolloutWorker,
-                [dict(recipe=recipe, plane=self.plane, rank=r, threads=max(cpus // workers, 1)) for r in range(workers)],
+                [dict(loaded=self.loaded, plane=self.plane, rank=r, threads=max(cpus // workers, 1))
+                 for r in range(workers)],
                 self.meter,
             )
             self.stack.callback(self.rollout.shutdown)
 
         tokenizer = load_tokenizer(recipe.model)
-        feeder = PromptFeeder(recipe, tokenizer, self.plane, split="train")
+        task_options = self.loaded.options_for("data.task_options")
+        feeder = PromptFeeder(recipe, tokenizer, self.plane, split="train",
+                              task_options=task_options)
         val_feeder = None
         if recipe.schedule.eval_every and (recipe.data.val is not None or recipe.data.task is not None):
-            val_feeder = PromptFeeder(recipe, tokenizer, self.plane, split="val")
+            val_feeder = PromptFeeder(recipe, tokenizer, self.plane, split="val",
+                                      task_options=task_options)
         self.replay = ReplayBuffer(self.plane)
         self.trainer = Trainer(
             recipe,
@@ -140,10 +151,10 @@ class Session:
     def _rollout_worker(self, rank: int, threads: int | None) -> Any:
         from rlctl.trainer.worker.rollout_worker import RolloutWorker
 
-        return RolloutWorker(self.recipe, self.plane, rank=rank, threads=threads)
+        return RolloutWorker(self.loaded, self.plane, rank=rank, threads=threads)
 
     def _training_worker(self, rank: int, world: int, port: int, threads: int | None) -> Any:
         from rlctl.trainer.worker.training_worker import TrainingWorker
 
-        return TrainingWorker(self.recipe, self.plane, training_roles(self.recipe), rank=rank,
+        return TrainingWorker(self.loaded, self.plane, training_roles(self.recipe), rank=rank,
                               world_size=world, master_port=port, threads=threads)

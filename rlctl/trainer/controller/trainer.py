@@ -1,7 +1,7 @@
 """The single controller of the sync trainer.
 
 It holds only :class:`KVBatchMeta` and scalar metrics. One step reads top to bottom like the
-algorithm (DESIGN.md section 2); each phase is one call on a worker group, which fetches the
+algorithm (docs/design.md, "One training step"); each phase is one call on a worker group, which fetches the
 fields it needs from the data plane, computes, and puts its outputs back.
 """
 
@@ -19,6 +19,8 @@ from rlctl.trainer import metric_reduce as mr
 from rlctl.trainer.controller.balance import balanced_equal_partition, group_partition
 from rlctl.trainer.controller.prompts import PromptFeeder
 from rlctl.trainer.controller.worker_group import TrafficMeter, WorkerGroup
+from rlctl.trainer.worker.rollout_worker import RolloutWorker
+from rlctl.trainer.worker.training_worker import TrainingWorker
 
 TRAIN, VAL = "train", "val"
 EXTREME_METRICS = (
@@ -53,7 +55,7 @@ class Trainer:
         use_object_refs: bool,
         run_dir: Any = None,
     ) -> None:
-        from rlctl.algorithms.kl import AdaptiveKLController, FixedKLController
+        from rlctl.algorithms.kl import make_kl_controller
 
         self.recipe = recipe
         self.derived = derived
@@ -70,9 +72,8 @@ class Trainer:
         self.uses_ref = alg.kl.apply_in != "none"
         self.uses_critic = recipe.critic.enabled
         kl = alg.kl
-        self.kl_ctl = (
-            AdaptiveKLController(kl.coef, kl.target, kl.horizon) if kl.controller == "adaptive" else FixedKLController(kl.coef)
-        )
+        self.kl_ctl = make_kl_controller(kl.controller, kl.coef, target=kl.target,
+                                         horizon=kl.horizon)
         self.policy_version = 0
         self.timings: dict[str, float] = {}
         # Model-parallel peers (same DP rank) get the same shard; asked before any step so
@@ -93,25 +94,29 @@ class Trainer:
         shards, pad_to = self.balance(batch)
 
         with self.timer("old_log_prob"):
-            partials += self.train.call("compute_log_prob", self.per_rank(shards), role="actor",
-                                        field="old_log_probs", pad_to=pad_to, temperature=self.temperature)
+            partials += self.train.call(TrainingWorker.compute_log_prob, self.per_rank(shards),
+                                        role="actor", field="old_log_probs", pad_to=pad_to,
+                                        temperature=self.temperature)
         if self.uses_ref:
             with self.timer("ref"):
-                partials += self.train.call("compute_log_prob", self.per_rank(shards), role="ref",
-                                            field="ref_log_probs", pad_to=pad_to, temperature=self.temperature)
+                partials += self.train.call(TrainingWorker.compute_log_prob, self.per_rank(shards),
+                                            role="ref", field="ref_log_probs", pad_to=pad_to,
+                                            temperature=self.temperature)
         if self.uses_critic:
             with self.timer("values"):
-                self.train.call("compute_values", self.per_rank(shards), pad_to=pad_to)
+                self.train.call(TrainingWorker.compute_values, self.per_rank(shards), pad_to=pad_to)
         with self.timer("adv"):
-            partials += self.train.call("compute_advantage", self.per_rank(self.group_shards(batch)),
+            partials += self.train.call(TrainingWorker.compute_advantage,
+                                        self.per_rank(self.group_shards(batch)),
                                         kl_coef=self.kl_ctl.value)
         if self.uses_critic:
             with self.timer("update_critic"):
-                partials += self.train.call("update_critic", self.per_rank(shards), pad_to=pad_to, step=step)
+                partials += self.train.call(TrainingWorker.update_critic, self.per_rank(shards),
+                                            pad_to=pad_to, step=step)
         if step > self.recipe.critic.warmup_steps or not self.uses_critic:
             with self.timer("update_actor"):
-                partials += self.train.call("update_actor", self.per_rank(shards), pad_to=pad_to,
-                                            kl_coef=self.kl_ctl.value, step=step)
+                partials += self.train.call(TrainingWorker.update_actor, self.per_rank(shards),
+                                            pad_to=pad_to, kl_coef=self.kl_ctl.value, step=step)
         with self.timer("update_weights"):
             self.sync_weights(version=step)
 
@@ -130,7 +135,7 @@ class Trainer:
         self.replay.add(partition, [(uid, n, step) for uid in prompts.keys])
         chunks = prompts.chunk(self.rollout.world_size)
         pending = self.rollout.submit(
-            "generate",
+            RolloutWorker.generate,
             [dict(prompts=c, partition=partition, global_step=step, sampling=sampling, group_size=n) for c in chunks],
         )
         try:
@@ -172,7 +177,7 @@ class Trainer:
 
     def read_layout(self) -> list[int]:
         """The data-parallel rank of every training rank (asked once, at start-up)."""
-        layout = self.train.call("layout")
+        layout = self.train.call(TrainingWorker.layout)
         sizes = {size for _, size, _ in layout}
         ranks = [r for r, _, _ in layout]
         if len(sizes) != 1 or sorted(set(ranks)) != list(range(sizes.pop())):
@@ -190,8 +195,10 @@ class Trainer:
         Every training rank joins the full-weight gather; rank 0 returns them (in Ray mode as
         an object-store reference, so weights never pass through the controller).
         """
-        exported = self.train.call("export_weights", as_object_ref=self.use_object_refs)
-        versions = self.rollout.call("update_weights", weights=exported[0], version=version)
+        exported = self.train.call(TrainingWorker.export_weights,
+                                   as_object_ref=self.use_object_refs)
+        versions = self.rollout.call(RolloutWorker.update_weights, weights=exported[0],
+                                     version=version)
         if any(v != version for v in versions):
             raise StepError(f"rollout engines report weight versions {versions}, expected {version}")
         self.policy_version = version
@@ -215,7 +222,8 @@ class Trainer:
         if count == 0 or self.run_dir is None:
             return
         path = f"{self.run_dir}/rollouts/step_{step}.jsonl"
-        self.rollout.call_rank(0, "dump_samples", meta=batch.select(list(range(count))), path=path)
+        self.rollout.call_rank(0, RolloutWorker.dump_samples,
+                               meta=batch.select(list(range(count))), path=path)
 
     def cleanup(self, batch: KVBatchMeta) -> None:
         self.plane.kv_clear(list(batch.keys), batch.partition_id)
@@ -226,7 +234,8 @@ class Trainer:
         """The val partition through the same rollout and reward path, without updates."""
         sampling = self.sampling(validate=True)
         batch = self.generate(VAL, step, sampling, self.recipe.rollout.val_group_size)
-        partials = self.train.call("score_partials", self.per_rank(self.group_shards(batch)))
+        partials = self.train.call(TrainingWorker.score_partials,
+                                   self.per_rank(self.group_shards(batch)))
         self.cleanup(batch)
         out = mr.finalize(mr.merge(partials), with_extremes=("critic/score", "response_length"))
         return {f"val/{k.removeprefix('critic/')}": v for k, v in out.items()}

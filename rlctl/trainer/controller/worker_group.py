@@ -4,15 +4,26 @@ Both kinds share one interface so the controller's step is the same code in ``ra
 ``local`` mode. Every argument sent to a worker and every result received is measured
 (pickled size) in a :class:`TrafficMeter`: this is how the trainer proves it moves only
 metadata (``perf/controller_bytes_per_sample``).
+
+A call names the worker method by its function, ``group.call(TrainingWorker.compute_log_prob,
+...)``, so a reader (and an IDE) can follow a phase into the worker; Ray calls it by name.
 """
 
 from __future__ import annotations
 
 import pickle
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+R = TypeVar("R")
+
+
+def method_name(method: Callable[..., Any] | str) -> str:
+    """The name a worker method is called by (``TrainingWorker.compute_log_prob`` ->
+    ``"compute_log_prob"``)."""
+    return method if isinstance(method, str) else method.__name__
 
 
 class WorkerError(RuntimeError):
@@ -63,7 +74,7 @@ class WorkerGroup(ABC):
         self.meter = meter
 
     @abstractmethod
-    def submit(self, method: str, per_rank: Sequence[dict[str, Any]]) -> Pending:
+    def submit(self, method: Callable[..., Any], per_rank: Sequence[dict[str, Any]]) -> Pending:
         """Start ``method(**per_rank[r])`` on every rank r without waiting."""
 
     @abstractmethod
@@ -79,19 +90,21 @@ class WorkerGroup(ABC):
 
     def call(
         self,
-        method: str,
+        method: Callable[..., R],
         per_rank: Sequence[dict[str, Any]] | None = None,
         *,
         timeout: float | None = None,
         **shared: Any,
-    ) -> list[Any]:
+    ) -> list[R]:
         """Run ``method`` on every rank and wait; ``per_rank`` entries extend ``shared``."""
         kwargs = [dict(shared, **(per_rank[r] if per_rank else {})) for r in range(self.world_size)]
         return self.wait(self.submit(method, kwargs), timeout)
 
-    def call_rank(self, rank: int, method: str, *, timeout: float | None = None, **kwargs: Any) -> Any:
+    def call_rank(
+        self, rank: int, method: Callable[..., R], *, timeout: float | None = None, **kwargs: Any
+    ) -> R:
         """Run ``method`` on one rank only (e.g. export weights from rank 0)."""
-        pending = self._submit_one(rank, method, kwargs)
+        pending = self._submit_one(rank, method_name(method), kwargs)
         return self.wait(pending, timeout)[0]
 
     @abstractmethod
@@ -109,7 +122,8 @@ class LocalWorkerGroup(WorkerGroup):
         super().__init__(name, len(workers), meter)
         self.workers = workers
 
-    def submit(self, method: str, per_rank: Sequence[dict[str, Any]]) -> Pending:
+    def submit(self, method: Callable[..., Any], per_rank: Sequence[dict[str, Any]]) -> Pending:
+        method = method_name(method)
         results = []
         for rank, kwargs in enumerate(per_rank):
             results.append(self._run(rank, method, kwargs))
@@ -122,7 +136,9 @@ class LocalWorkerGroup(WorkerGroup):
         self.meter.count(method, kwargs, outgoing=True)
         try:
             result = getattr(self.workers[rank], method)(**kwargs)
-        except Exception as exc:
+        except (KeyboardInterrupt, SystemExit, GeneratorExit):
+            raise
+        except BaseException as exc:  # torch's CheckpointException is a BaseException
             raise WorkerError(f"{self.name} rank {rank}: {method} failed: {exc}") from exc
         return result
 
@@ -160,9 +176,10 @@ class RayWorkerGroup(WorkerGroup):
             for kwargs in init_kwargs
         ]
         # Surface constructor failures (import errors, bad options) now, with the rank.
-        self.call("ready", timeout=start_timeout)
+        self.call(worker_cls.ready, timeout=start_timeout)
 
-    def submit(self, method: str, per_rank: Sequence[dict[str, Any]]) -> Pending:
+    def submit(self, method: Callable[..., Any], per_rank: Sequence[dict[str, Any]]) -> Pending:
+        method = method_name(method)
         refs = []
         for rank, kwargs in enumerate(per_rank):
             self.meter.count(method, kwargs, outgoing=True)

@@ -7,6 +7,7 @@ token-level rewards (optionally minus the KL penalty), runs the estimator, and w
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rlctl.config.recipe import Recipe
@@ -25,7 +26,11 @@ REQUIRED_FIELDS = {
 }
 
 
-def run_advantage_phase(plane: Any, meta: KVBatchMeta, recipe: Recipe, registry: Any, *, kl_coef: float) -> dict[str, mr.Partial]:
+def run_advantage_phase(
+    plane: Any, meta: KVBatchMeta, recipe: Recipe, registry: Any, *, kl_coef: float,
+    options: Mapping[str, Any],
+) -> dict[str, mr.Partial]:
+    """``options``: the estimator's validated ``[algorithm.estimator_options]`` as keywords."""
     import torch
 
     if len(meta) == 0:
@@ -70,21 +75,31 @@ def run_advantage_phase(plane: Any, meta: KVBatchMeta, recipe: Recipe, registry:
         field = REQUIRED_FIELDS.get(req)
         if field is not None:
             extra[req] = to_padded(td[field], lengths)
-    estimator_options = dict(alg.estimator_options)
-    if reg.options is not None:
-        estimator_options = reg.options(**estimator_options).model_dump()
-    advantages, returns = estimator(
-        token_level_rewards=token_rewards,
-        response_mask=mask,
-        index=meta.tag_values("uid"),
-        gamma=alg.gamma,
-        lam=alg.lam,
-        norm_adv_by_std_in_grpo=alg.norm_adv_by_std,
-        epsilon=1e-6,
-        reward_components={r.name: td[f"reward/{r.name}"].float().reshape(-1) for r in rewards},
-        **extra,
-        **estimator_options,
-    )
+    from rlctl.plugin_errors import PluginCallError
+
+    try:
+        result = estimator(
+            token_level_rewards=token_rewards,
+            response_mask=mask,
+            index=meta.tag_values("uid"),
+            gamma=alg.gamma,
+            lam=alg.lam,
+            norm_adv_by_std_in_grpo=alg.norm_adv_by_std,
+            epsilon=1e-6,
+            reward_components={r.name: td[f"reward/{r.name}"].float().reshape(-1) for r in rewards},
+            **extra,
+            **options,
+        )
+    except Exception as exc:  # name the plugin, the estimator and the line that raised
+        raise PluginCallError.from_exception(reg, exc, estimator) from exc
+    if not (isinstance(result, tuple) and len(result) == 2 and all(
+            isinstance(t, torch.Tensor) and t.shape == mask.shape for t in result)):
+        got = [f"{type(t).__name__}{list(t.shape) if isinstance(t, torch.Tensor) else ''}"
+               for t in (result if isinstance(result, tuple) else (result,))]
+        raise PluginCallError.contract(
+            reg, f"returned ({', '.join(got)}); expected (advantages, returns), two tensors "
+            f"shaped like response_mask {list(mask.shape)}")
+    advantages, returns = result  # [B, R] each
     out = {"advantages": to_jagged(advantages.float(), lengths), "returns": to_jagged(returns.float(), lengths)}
     if kl_in_reward:
         out["token_level_rewards"] = to_jagged(token_rewards, lengths)

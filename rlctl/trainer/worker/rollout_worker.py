@@ -15,31 +15,37 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from rlctl.config.recipe import Recipe
+from rlctl.config.loaded import LoadedRecipe
 from rlctl.protocol.kv import KVBatchMeta, make_key
 from rlctl.trainer.worker.agent_loop import AgentOutput, PromptRecord, SamplingParams
 from rlctl.trainer.worker.fields import from_rows, non_tensor_column, rows
 
 
-def make_weight_sync(recipe: Recipe, registry: Any) -> tuple[Any, Any]:
+def make_weight_sync(loaded: LoadedRecipe, registry: Any) -> tuple[Any, Any]:
     """The run's weight sync and its validated options (``None`` without an options model).
 
-    One place for the options: ``[engines.rollout.weight_sync_options]``, validated by the
-    model of the sync named in ``[engines.rollout] weight_sync``, else the engine's default.
+    One place for the options: ``[engines.rollout.weight_sync_options]``, validated when the
+    recipe was loaded by the model of the sync named in ``[engines.rollout] weight_sync``,
+    else of the engine's default. A recipe loaded without that step (built by hand) gets
+    the table validated here.
     """
     from rlctl.config.plugin_options import weight_sync_name
 
-    reg = registry.get("weight_sync", weight_sync_name(recipe, registry))
-    table = recipe.engines.rollout.weight_sync_options
-    options = reg.options.model_validate(table) if reg.options is not None else None
+    reg = registry.get("weight_sync", weight_sync_name(loaded.recipe, registry))
+    options = loaded.options_for("engines.rollout.weight_sync_options")
+    if options is None and reg.options is not None:
+        options = reg.options.model_validate(loaded.recipe.engines.rollout.weight_sync_options)
     return reg.load()(options), options
 
 
 class RolloutWorker:
     """One AgentLoop worker with its rollout engine, reward functions and agent loop."""
 
-    def __init__(self, recipe: Recipe, plane: Any, rank: int = 0, threads: int | None = None) -> None:
-        self.recipe = recipe
+    def __init__(
+        self, loaded: LoadedRecipe, plane: Any, rank: int = 0, threads: int | None = None
+    ) -> None:
+        self.loaded = loaded
+        self.recipe = loaded.recipe
         self.plane = plane
         self.rank = rank
         self.threads = threads
@@ -62,16 +68,20 @@ class RolloutWorker:
         # The controller moves the exported weights here (object store in Ray mode); the
         # registered weight sync applies them: sync(weights, engine, version). The engine gets
         # the sync's options too (vLLM starts its servers for the transfer they name).
-        self.weight_sync, sync_options = make_weight_sync(self.recipe, registry)
+        self.weight_sync, sync_options = make_weight_sync(self.loaded, registry)
         engine_cls = registry.load("rollout_engine", self.recipe.engines.rollout.backend)
         self.engine = engine_cls(RolloutEngineSpec(
             recipe=self.recipe, device=pick_device(self.recipe),
-            seed=self.recipe.run.seed + 1000 * self.rank, weight_sync_options=sync_options,
+            seed=self.recipe.run.seed + 1000 * self.rank,
+            options=self.loaded.options_for("engines.rollout.options"),
+            weight_sync_options=sync_options,
         ))
         self.engine.load()
         loop_cls = registry.load("agent_loop", self.recipe.rollout.agent_loop)
         self.agent_loop = loop_cls()
-        self.rewards = RewardSet.from_sections(effective_rewards(self.recipe, registry), registry)
+        sections = effective_rewards(self.recipe, registry)
+        options = [self.loaded.option_kwargs(f"rewards[{i}].options") for i in range(len(sections))]
+        self.rewards = RewardSet.from_sections(sections, registry, options)
         eos = self.tokenizer.eos_token_id
         self.eos_ids = [eos] if isinstance(eos, int) else list(eos or [])
         return True
@@ -221,6 +231,7 @@ class _StepRollout:
         return len(outputs), len(failures)
 
     def _score(self, key: str, rec: PromptRecord, out: AgentOutput) -> _Scored:
+        from rlctl.plugin_errors import PluginCallError
         from rlctl.rewards.base import RewardInput
 
         sample = RewardInput.from_tokens(
@@ -234,6 +245,9 @@ class _StepRollout:
         )
         try:
             result = self.worker.rewards(sample)  # {"score", "<name>", "<name>/<component>"}
+        except PluginCallError as exc:  # names the reward's plugin and file:line already
+            context = f"scoring sample {key} (data source {rec.data_source!r})"
+            raise exc.within(context) from exc.__cause__
         except Exception as exc:
             raise RuntimeError(f"scoring sample {key} (data source {rec.data_source!r}) failed: {exc}") from exc
         parts = {f"reward/{k}": float(v) for k, v in result.items() if k != "score"}

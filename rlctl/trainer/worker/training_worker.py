@@ -7,19 +7,25 @@ FSDP rank runs the same number of micro-batches: collectives must line up.
 
 Model parallelism (Megatron TP / PP): the ranks of one data-parallel group get the same shard
 (the controller splits by :meth:`TrainingWorker.layout`'s ``dp_rank``) and only the one whose
-engine ``writes_outputs`` puts results and returns metric partials; engines without these
-attributes are pure data parallel (every rank is its own DP group and writes).
+engine ``writes_outputs`` puts results and returns metric partials; pure data-parallel engines
+report ``dp_rank == rank`` (every rank is its own DP group and writes).
+
+Plugin options were validated when the recipe was loaded (:class:`LoadedRecipe`); the engine
+gets its own through its spec, the estimator and the policy loss theirs as keywords.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rlctl.config.recipe import Recipe
+from rlctl.config.loaded import LoadedRecipe
 from rlctl.protocol.kv import KVBatchMeta
 from rlctl.trainer import metric_reduce as mr
 from rlctl.trainer.worker.fields import mask_from_lengths, rows, to_jagged, to_padded
+
+if TYPE_CHECKING:
+    from rlctl.engines.train.contract import ModelEngine
 
 
 class TrainingWorker:
@@ -27,7 +33,7 @@ class TrainingWorker:
 
     def __init__(
         self,
-        recipe: Recipe,
+        loaded: LoadedRecipe,
         plane: Any,
         roles: tuple[str, ...],
         rank: int = 0,
@@ -35,14 +41,15 @@ class TrainingWorker:
         master_port: int = 0,
         threads: int | None = None,
     ) -> None:
-        self.recipe = recipe
+        self.loaded = loaded
+        self.recipe = loaded.recipe
         self.plane = plane
         self.roles = roles
         self.rank = rank
         self.world_size = world_size
         self.master_port = master_port
         self.threads = threads
-        self.engines: dict[str, Any] = {}
+        self.engines: dict[str, ModelEngine] = {}
 
     def ready(self) -> bool:
         import torch
@@ -68,18 +75,18 @@ class TrainingWorker:
         self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id)
         engine_cls = self.registry.load("model_engine", self.recipe.engines.train.backend)
         device = pick_device(self.recipe)
+        options = self.loaded.options_for("engines.train.options")
         for role in self.roles:
-            engine = engine_cls(
-                ModelEngineSpec(role=role, recipe=self.recipe, rank=self.rank, world_size=self.world_size, device=device)
-            )
+            engine = engine_cls(ModelEngineSpec(role=role, recipe=self.recipe, rank=self.rank,
+                                                world_size=self.world_size, device=device,
+                                                options=options))
             engine.init()
             self.engines[role] = engine
         if "critic" in self.engines:
             self.critic_loss = build_critic_loss(self.recipe)
         first = next(iter(self.engines.values()))
-        self.dp_rank = int(getattr(first, "dp_rank", self.rank))
-        self.dp_size = int(getattr(first, "dp_size", self.world_size))
-        self.writes_outputs = bool(getattr(first, "writes_outputs", True))
+        self.dp_rank, self.dp_size = first.dp_rank, first.dp_size
+        self.writes_outputs = first.writes_outputs
         return True
 
     def layout(self) -> tuple[int, int, bool]:
@@ -152,7 +159,10 @@ class TrainingWorker:
     def compute_advantage(self, meta: KVBatchMeta, kl_coef: float) -> dict[str, mr.Partial]:
         from rlctl.trainer.worker.advantage_phase import run_advantage_phase
 
-        return run_advantage_phase(self.plane, meta, self.recipe, self.registry, kl_coef=kl_coef)
+        return run_advantage_phase(
+            self.plane, meta, self.recipe, self.registry, kl_coef=kl_coef,
+            options=self.loaded.option_kwargs("algorithm.estimator_options"),
+        )
 
     def update_actor(self, meta: KVBatchMeta, pad_to: int, kl_coef: float, step: int) -> dict[str, mr.Partial]:
         from rlctl.trainer.worker.actor_loss import build_actor_loss
@@ -162,7 +172,8 @@ class TrainingWorker:
             needed.append("ref_log_probs")
         if self.recipe.algorithm.loss.tis_cap is not None:
             needed.append("rollout_log_probs")
-        loss_fn = build_actor_loss(self.recipe, self.registry, kl_coef=kl_coef)
+        loss_fn = build_actor_loss(self.recipe, self.registry, kl_coef=kl_coef,
+                                   options=self.loaded.option_kwargs("algorithm.loss.options"))
         return self._update("actor", meta, pad_to, needed, loss_fn, step)
 
     def update_critic(self, meta: KVBatchMeta, pad_to: int, step: int) -> dict[str, mr.Partial]:
@@ -258,14 +269,10 @@ class TrainingWorker:
         from rlctl.checkpoint import export_hf
         from rlctl.models.loading import load_tokenizer
 
-        engine = self.engines["actor"]
-        # Engines whose model is not a transformers one (megatron) expose the HF config.
-        config = getattr(engine, "hf_config", None) or engine.model.config
-        export_hf(state, config, load_tokenizer(self.recipe.model), out_dir)
+        export_hf(state, self.engines["actor"].hf_config, load_tokenizer(self.recipe.model),
+                  out_dir)
         return out_dir
 
     def close(self) -> None:
         for engine in self.engines.values():
-            close = getattr(engine, "close", None)
-            if close is not None:
-                close()
+            engine.close()

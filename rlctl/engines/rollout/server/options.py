@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, model_validator
+from pydantic import BaseModel, Field, PositiveInt, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from rlctl.config.strict import STRICT_CONFIG
 
 WEIGHT_SYNC_OPTIONS = "engines.rollout.weight_sync_options"
 """Where weight-sync options live (the registered sync's model validates them)."""
@@ -14,7 +16,7 @@ WEIGHT_SYNC_OPTIONS = "engines.rollout.weight_sync_options"
 class ServerOptions(BaseModel):
     """Where the servers come from and how long they may take."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = STRICT_CONFIG
 
     @model_validator(mode="before")
     @classmethod
@@ -33,7 +35,7 @@ class ServerOptions(BaseModel):
     urls: list[str] = []
     """Already running servers to use; empty = start servers."""
     python: str | None = None
-    """Interpreter that starts servers (engines pin their own torch); ``None`` = ``RLCTL_<ENGINE>_PYTHON``, else the env ``scripts/build_engine_envs.sh`` built, else this one."""
+    """Interpreter that starts servers (engines pin their own torch); ``None`` = ``RLCTL_<ENGINE>_PYTHON``, else the env ``rlctl engines install`` built, else this one."""
     extra_args: list[str] = []
     """Extra command-line arguments for the server."""
     tensor_parallel_size: PositiveInt = 1

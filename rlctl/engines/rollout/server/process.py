@@ -210,7 +210,7 @@ class ServerProcess:
                     f"server {self.name} could not be started: {exc} (command: "
                     f"{self.command.argv[0]!r}); check the interpreter path in "
                     "[engines.rollout.options] python, or build the engine's environment with "
-                    "scripts/build_engine_envs.sh"
+                    "`rlctl engines install ENGINE`"
                 ) from exc
         # Reaped even if the owner forgets stop(): on garbage collection and at exit.
         self._finalizer = weakref.finalize(self, _kill_group, self.popen, 5.0)

@@ -2,7 +2,7 @@
 
 Servers: ``replicas`` servers started as subprocesses from the interpreter in
 ``[engines.rollout.options] python`` (SGLang's own environment, see
-``scripts/build_engine_envs.sh sglang``), or the servers listed in ``urls``; replicas, seeds,
+``rlctl engines install sglang``), or the servers listed in ``urls``; replicas, seeds,
 the HTTP loop and the lifecycle are :class:`~rlctl.engines.rollout.server.engine.ServerRolloutEngine`'s.
 
 Requests: ``POST /generate`` with ``input_ids``, ``sampling_params`` (including a per-request

@@ -3,7 +3,7 @@
 The engine (``[engines.rollout.options]``, :class:`SGLangOptions`) runs SGLang's native HTTP
 server (``python -m sglang.launch_server``) as a subprocess, usually from its own Python
 environment (``python``: SGLang pins torch 2.14.1 and transformers 5.19; build one with
-``scripts/build_engine_envs.sh sglang``), or attaches to servers already running (``urls``).
+``rlctl engines install sglang``), or attaches to servers already running (``urls``).
 The weight sync's options are ``[engines.rollout.weight_sync_options]``
 (:class:`SGLangWeightSyncOptions`).
 """
@@ -12,15 +12,16 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+from pydantic import BaseModel, Field, PositiveInt
 
+from rlctl.config.strict import STRICT_CONFIG
 from rlctl.engines.rollout.server.options import ServerOptions
 
 
 class SGLangWeightSyncOptions(BaseModel):
     """Options of the ``sglang`` weight sync (``[engines.rollout.weight_sync_options]``)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = STRICT_CONFIG
 
     transport: Literal["disk", "tensor", "distributed"] = "tensor"
     """``/update_weights_from_disk``, ``..._from_tensor`` or ``..._from_distributed``."""

@@ -2,7 +2,7 @@
 
 Servers: ``replicas`` servers started as subprocesses from the interpreter in
 ``[engines.rollout.options] python`` (vLLM's own environment, see
-``scripts/build_engine_envs.sh``), or the servers listed in ``urls``; replicas, seeds, the HTTP
+``rlctl engines install``), or the servers listed in ``urls``; replicas, seeds, the HTTP
 loop and the lifecycle are :class:`~rlctl.engines.rollout.server.engine.ServerRolloutEngine`'s.
 
 Requests: ``POST /v1/completions`` with ``prompt`` as token ids, ``return_token_ids`` and

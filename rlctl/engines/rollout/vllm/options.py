@@ -2,7 +2,7 @@
 
 The engine (``[engines.rollout.options]``, :class:`VLLMOptions`) runs vLLM's OpenAI-compatible
 server as a subprocess, usually from its own Python environment (``python``: vLLM pins a torch
-that need not match the trainer's; build one with ``scripts/build_engine_envs.sh vllm``), or
+that need not match the trainer's; build one with ``rlctl engines install vllm``), or
 attaches to servers already running (``urls``).
 
 How weights reach the servers is the weight sync's (``[engines.rollout.weight_sync_options]``,
@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+from pydantic import BaseModel, Field, PositiveInt
 
+from rlctl.config.strict import STRICT_CONFIG
 from rlctl.engines.rollout.server.options import ServerOptions
 
 # The transfer engine rlctl registers inside vLLM's worker (rlctl/engines/rollout/vllm/worker/) for the
@@ -27,7 +28,7 @@ RLCTL_TRANSFER_BACKEND = "rlctl_cpu"
 class VLLMWeightSyncOptions(BaseModel):
     """Options of the ``vllm`` weight sync (``[engines.rollout.weight_sync_options]``)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = STRICT_CONFIG
 
     method: Literal["native", "reload"] = "native"
     """``native``: init / pause / start / update per bucket / finish / resume; ``reload``: one file + ``/collective_rpc reload_weights``."""

@@ -21,7 +21,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-import torch.distributed.checkpoint as dcp
 from torch import nn
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
@@ -39,6 +38,7 @@ from torch.distributed.fsdp import (
     fully_shard,
 )
 
+from rlctl.checkpoint import safe_dcp
 from rlctl.config.derived import derive
 from rlctl.engines.distributed import all_reduce_max_int, all_reduce_sum, ensure_process_group
 from rlctl.engines.train.batch import ModelBatch
@@ -55,12 +55,15 @@ class FSDPEngine:
     def __init__(self, spec: ModelEngineSpec) -> None:
         self.spec = spec
         self.recipe = spec.recipe
-        self.options = FSDPOptions.model_validate(self.recipe.engines.train.options)
+        self.options = spec.options_as(FSDPOptions)
         self.device = torch.device(spec.device)
         self.model: nn.Module | None = None
         self.optimizer: torch.optim.Optimizer | None = None
         self.scheduler: torch.optim.lr_scheduler.LambdaLR | None = None
         self.pad_id = 0
+        # Pure data parallel: every rank is its own DP group and writes its outputs.
+        self.dp_rank, self.dp_size, self.writes_outputs = spec.rank, spec.world_size, True
+        self.hf_config: Any = None
 
     # ------------------------------------------------------------------ setup
     def init(self) -> None:
@@ -74,6 +77,7 @@ class FSDPEngine:
         else:
             model = load_causal_lm(recipe.model, seed)
             layers = model.get_decoder().layers
+        self.hf_config = (model.trunk if spec.role == "critic" else model).config
         if recipe.model.gradient_checkpointing and spec.role != "ref":
             (model.trunk if spec.role == "critic" else model).gradient_checkpointing_enable()
         if spec.role == "ref":
@@ -301,12 +305,12 @@ class FSDPEngine:
 
     def save(self, path: str) -> None:
         """Sharded checkpoint (model, optimizer, scheduler) with torch.distributed.checkpoint."""
-        dcp.save(self._checkpoint_state(), checkpoint_id=path)
+        safe_dcp.save(self._checkpoint_state(), path)  # errors as CheckpointError, one line
 
     def load(self, path: str) -> None:
         """Restore a checkpoint written by :meth:`save` (same role; any world size)."""
         state = self._checkpoint_state()
-        dcp.load(state, checkpoint_id=path)
+        safe_dcp.load(state, path)  # never dcp.load: it unpickles the checkpoint unrestricted
         model = self._require_model()
         set_model_state_dict(model, state["model"])
         if self.optimizer is not None and self.scheduler is not None:

@@ -67,7 +67,7 @@ class MegatronEngine:
     def __init__(self, spec: ModelEngineSpec) -> None:
         self.spec = spec
         self.recipe = spec.recipe
-        self.options = MegatronOptions.model_validate(self.recipe.engines.train.options)
+        self.options = spec.options_as(MegatronOptions)
         self.device = torch.device(spec.device)
         self.chunks: list[Any] = []  # DDP-wrapped (trainable roles) or bare GPTModel chunks
         self.optimizer: torch.optim.Optimizer | None = None

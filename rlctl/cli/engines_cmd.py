@@ -1,0 +1,160 @@
+"""``rlctl engines install ENGINE...`` and ``rlctl engines list``: the server engines' own envs.
+
+vLLM and SGLang pin their own torch, so their servers run from virtual environments of their
+own (see :mod:`rlctl.engines.rollout.server.engine_envs`). ``install`` runs the build script
+that ships in the package, shows its steps as they happen, and keeps pip's full output in a log
+file next to the envs. No torch or Ray import here.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rlctl.cli.common import EXIT_RUN_FAILURE, EXIT_USAGE, fail
+from rlctl.hookspecs import hookimpl
+
+BUILD_SCRIPT = (
+    Path(__file__).resolve().parents[1] / "engines" / "rollout" / "server" / "build_engine_envs.sh"
+)
+STEP_PREFIX = "[build_engine_envs] "
+
+engines_app = typer.Typer(
+    name="engines",
+    help="The server engines' own Python environments (vLLM, SGLang): install, list.",
+    no_args_is_help=True,
+)
+
+
+@engines_app.callback()
+def _engines_group() -> None:
+    """The server engines' own Python environments (vLLM, SGLang): install, list."""
+
+
+def _known() -> list[str]:
+    from rlctl.engines.rollout.server.engine_envs import ENV_NAMES
+
+    return sorted(ENV_NAMES)
+
+
+@engines_app.command("list")
+def list_engines() -> None:
+    """Each server engine: whether its environment is built, and where (one line each)."""
+    from rlctl.engines.rollout.server.engine_envs import ENV_NAMES, MARKER, env_root
+
+    for engine in _known():
+        env = env_root() / ENV_NAMES[engine]
+        if (env / MARKER).is_file():
+            status = "built"
+        elif env.exists():
+            status = "incomplete"  # a build stopped half-way: install rebuilds it
+        else:
+            status = "missing"
+        typer.echo(f"{engine:<8} {status:<11} {env}")
+
+
+@engines_app.command("install")
+def install(
+    engines: Annotated[list[str], typer.Argument(help="Engines to build: vllm, sglang.")],
+    timeout_s: Annotated[
+        float, typer.Option(min=1, help="Give up (and stop the build) after this many seconds.")
+    ] = 3600.0,
+) -> None:
+    """Build the engines' environments (cached per machine: a rerun is a no-op).
+
+    Uses ``RLCTL_ENV_DIR`` (default ``~/.cache/rlctl/envs``). pip's output goes to
+    ``<env dir>/install.log``; the steps are shown here as they happen.
+    """
+    known = _known()
+    unknown = [e for e in engines if e not in known]
+    if unknown:
+        fail(f"unknown engine {', '.join(map(repr, unknown))}", code=EXIT_USAGE,
+             fix=f"choose from {', '.join(known)}")
+    from rlctl.engines.rollout.server.engine_envs import env_root
+
+    root = env_root()
+    root.mkdir(parents=True, exist_ok=True)
+    log_path = root / "install.log"
+    code, pythons = _run_build(engines, log_path, timeout_s)
+    if code != 0:
+        tail = _tail(log_path, 15)
+        typer.echo(tail, err=True)
+        fail(f"building {' '.join(engines)} failed (exit {code}); full log: {log_path}",
+             code=EXIT_RUN_FAILURE if code != EXIT_USAGE else EXIT_USAGE)
+    for line in pythons:
+        typer.echo(line)
+
+
+def _run_build(engines: list[str], log_path: Path, timeout_s: float) -> tuple[int, list[str]]:
+    """Run the build script; show its step lines under a spinner, everything into the log."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    console = Console(stderr=True)
+    pythons: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    with log_path.open("a", encoding="utf-8") as log:
+        log.write(f"\n=== rlctl engines install {' '.join(engines)} at {time.ctime()} ===\n")
+        log.flush()
+        proc = subprocess.Popen(
+            ["bash", str(BUILD_SCRIPT), *engines],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env=os.environ.copy(),
+            start_new_session=True,  # a stopped build takes pip with it
+        )
+        assert proc.stdout is not None
+        start = time.monotonic()
+        with console.status("starting", spinner="dots") as status:
+            try:
+                for line in proc.stdout:  # ends when the script (and pip) close stdout
+                    log.write(line)
+                    line = line.rstrip("\n")
+                    if line.startswith(STEP_PREFIX):
+                        step = line[len(STEP_PREFIX):]
+                        console.print(f"[dim]{time.monotonic() - start:6.0f}s[/dim] {escape(step)}")
+                        status.update(escape(step))
+                    elif "=" in line and line.split("=", 1)[0] in ("vllm", "sglang"):
+                        pythons.append(line)
+                    if time.monotonic() > deadline:
+                        raise TimeoutError
+                code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+            except (TimeoutError, subprocess.TimeoutExpired):
+                _stop(proc)
+                fail(f"the build took longer than {timeout_s:.0f} s and was stopped; "
+                     f"log: {log_path}", fix="rerun with a larger --timeout-s",
+                     code=EXIT_RUN_FAILURE)
+            except KeyboardInterrupt:
+                _stop(proc)
+                raise
+    return code, pythons
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    import signal
+
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _tail(path: Path, lines: int) -> str:
+    text = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    return "\n".join(text[-lines:])
+
+
+@hookimpl
+def register_commands(cli):  # type: ignore[no-untyped-def]
+    cli.add_typer(engines_app)

@@ -1,0 +1,73 @@
+"""SIGTERM stops a run the way Ctrl-C does: the same orderly shutdown, then exit 143.
+
+Without this, SIGTERM (``kill``, a scheduler's stop, a container's stop) meets the handler
+Ray's C++ core installs in the driver: it prints a stack dump and aborts (exit 134), leaving
+workers and the run lock to be cleaned up by others. Here it raises :class:`Terminated`
+(a ``KeyboardInterrupt``) in the main thread, so every ``finally`` and context manager runs:
+workers stop, Ray shuts down, the lock is released.
+
+``ray.init`` replaces whatever SIGTERM handler is installed, so the session calls
+:func:`reinstall` once Ray is up.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from types import FrameType
+from typing import Any, Self
+
+EXIT_TERMINATED = 128 + signal.SIGTERM  # 143, the shell's code for "ended by SIGTERM"
+
+
+class Terminated(KeyboardInterrupt):
+    """The process got SIGTERM; unwinds like Ctrl-C."""
+
+
+class StopOnSigterm:
+    """``with StopOnSigterm() as stop:`` turns SIGTERM into :class:`Terminated` inside.
+
+    Only the first SIGTERM raises: later ones (a supervisor that repeats it) must not cut
+    the shutdown short. A no-op outside the main thread (Python delivers signals there only).
+    """
+
+    def __init__(self) -> None:
+        self.received = False
+        self._previous: Any = None
+        self._installed = False
+
+    def __enter__(self) -> Self:
+        global _active
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, self._handle)
+            self._installed = True
+            _active = self
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        global _active
+        if self._installed:
+            signal.signal(signal.SIGTERM, self._previous)
+            self._installed = False
+            if _active is self:
+                _active = None
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.received:
+            return
+        self.received = True
+        raise Terminated()
+
+
+_active: StopOnSigterm | None = None
+
+
+def reinstall() -> None:
+    """Put the active :class:`StopOnSigterm` handler back (after ``ray.init`` replaced it)."""
+    if _active is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _active._handle)
+
+
+def terminated() -> bool:
+    """Whether the active run got SIGTERM (a failure that follows is its consequence)."""
+    return _active is not None and _active.received
