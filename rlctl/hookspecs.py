@@ -118,14 +118,18 @@ def register_rollout_engines(register: Callable[..., None]) -> None:
 
 
 @_kind("weight_sync", builtin="rlctl.plugins.weight_syncs",
-       select="engines.rollout.weight_sync")
+       select="engines.rollout.weight_sync", options="engines.rollout.weight_sync_options")
 @hookspec
 def register_weight_syncs(register: Callable[..., None]) -> None:
     """Register weight-sync methods that move actor weights to rollout engines.
 
-    ``target(options) -> sync`` where ``sync(weights, rollout_engine, version: int)`` applies
-    the actor's exported full weights (a state dict, already moved next to the rollout
-    worker by the trainer) to a rollout engine and stamps ``version``.
+    ``target(options) -> sync``, once per rollout worker; ``options`` is the validated
+    ``[engines.rollout.weight_sync_options]`` (``None`` without an options model), the same
+    object the engine got as ``RolloutEngineSpec.weight_sync_options``. Each policy version,
+    ``sync(weights, engine, version: int)`` applies the actor's exported full weights (a
+    state dict, already moved next to the rollout worker) to the engine, using only the
+    engine's public methods, and leaves it generating with ``version``. The sync owns its own
+    state across calls; an optional ``sync.close()`` runs before the engine closes.
     Metadata: ``engines`` (tuple of rollout-engine names the method supports).
     """
 

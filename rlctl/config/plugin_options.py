@@ -127,6 +127,30 @@ def _default_reward(recipe: Recipe, registry: Registry) -> Registration | None:
     return registry.find("reward_function", name) if name else None
 
 
+def weight_sync_name(recipe: Recipe, registry: Registry | None) -> str | None:
+    """The weight sync a run uses: ``[engines.rollout] weight_sync``, else the rollout
+    engine's default (its ``weight_sync`` metadata; ``in_process`` when it names none).
+    ``None`` when neither is known (no name, and the engine is not registered)."""
+    rollout = recipe.engines.rollout
+    if rollout.weight_sync is not None:
+        return rollout.weight_sync
+    engine = registry.find("rollout_engine", rollout.backend) if registry is not None else None
+    return None if engine is None else str(engine.metadata.get("weight_sync", "in_process"))
+
+
+def _default_weight_sync(recipe: Recipe, registry: Registry) -> list[Selection]:
+    """The rollout engine's default weight sync when the recipe names none: its
+    ``[engines.rollout.weight_sync_options]`` are validated like a named sync's."""
+    if recipe.engines.rollout.weight_sync is not None:
+        return []  # a selection of its own (PLUGIN_KINDS)
+    name = weight_sync_name(recipe, registry)
+    if name is None:
+        return []  # the unknown rollout engine is the problem reported
+    return [Selection("weight_sync", name, ("engines", "rollout", "weight_sync"),
+                      ("engines", "rollout", "weight_sync_options"),
+                      recipe.engines.rollout.weight_sync_options)]
+
+
 def kind_words(kind: str) -> str:
     return kind.replace("_", " ")
 
@@ -213,7 +237,7 @@ def check_selections(
     """
     validated: dict[str, BaseModel] = {}
     problems: list[ConfigProblem] = []
-    for sel in selections(recipe):
+    for sel in [*selections(recipe), *_default_weight_sync(recipe, registry)]:
         reg = registry.find(sel.kind, sel.name)
         if reg is None:
             problems.append(unknown_name_problem(sel, registry))

@@ -293,6 +293,8 @@ class RolloutEngineSection(Section):
     """AgentLoop worker processes."""
     weight_sync: str | None = None
     """Registered weight-sync method; ``None`` takes the engine's default."""
+    weight_sync_options: Options = {}
+    """Options of the weight sync (named, or the engine's default), checked by its model."""
     options: Options = {}
     """Engine options, validated by the engine's option model."""
 

@@ -159,6 +159,9 @@ def problem_from_error(
         fix = (f'did you mean "{guess}"?' if guess is not None
                else f"remove it; valid {what}: {', '.join(sorted(valid)) or 'none'}")
         return ConfigProblem(path, f'unknown key "{leaf}" in {where}', fix, source)
+    if kind == "moved_key":  # a key that moved elsewhere in the recipe (ctx["to"])
+        return ConfigProblem(path, f"{error['msg']}: [{path}] moved to [{ctx['to']}]",
+                             f"move the keys of [{path}] to [{ctx['to']}]", source)
     if kind in ("too_short", "too_long") or (kind == "missing" and isinstance(loc[-1], int)):
         # a fixed-length list such as betas = [b1, b2]: say how many items, not "key 1"
         list_loc = loc[:-1] if kind == "missing" else loc

@@ -9,22 +9,15 @@ listens on ``MASTER_ADDR`` only (:mod:`rlctl.engines.rendezvous`; rlctl's worker
 from __future__ import annotations
 
 import os
-import socket
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
 from rlctl.engines.rendezvous import keep_collectives_local, tcp_store
+from rlctl.ports import free_port
 
 DEFAULT_TIMEOUT_S = 300.0
-
-
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def backend_for(device: str) -> str:
@@ -67,26 +60,68 @@ def ensure_process_group(rank: int, world_size: int, device: str) -> None:
     )
 
 
-def all_reduce_sum(value: float | torch.Tensor, device: str = "cpu") -> float:
-    """Sum of ``value`` over all ranks (the value itself without a process group).
+def group_device(group: dist.ProcessGroup | None = None) -> torch.device:
+    """The device collectives on ``group`` (``None``: the default group) take tensors on.
 
-    Use it for the global loss normaliser: ``all_reduce_sum(response_mask.sum())`` is the
-    token count of the whole minibatch across ranks.
+    CUDA (this process's current device) for an NCCL group, which rejects CPU tensors; CPU
+    for gloo, and without a process group (nothing is reduced then).
     """
-    _require_group_if_distributed("all_reduce_sum")
-    t = torch.as_tensor(value, dtype=torch.float64, device=device).clone().reshape(())
-    if dist.is_initialized() and dist.get_world_size() > 1:
-        dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    if dist.is_initialized() and dist.get_backend(group) == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def all_reduce_sum(
+    value: float | torch.Tensor,
+    device: str | torch.device,
+    *,
+    group: dist.ProcessGroup | None = None,
+) -> float:
+    """Sum of ``value`` over the ranks of ``group`` (the value itself without a process group).
+
+    ``device`` is where the reduction runs: ``group_device(group)``, or the engine's device
+    (cuda for nccl, cpu for gloo); there is no default, because a CPU tensor that works on
+    gloo fails on NCCL with two or more GPUs. Use it for the global loss normaliser:
+    ``all_reduce_sum(response_mask.sum(), engine.comm_device)`` is the token count of the
+    whole minibatch across ranks.
+    """
+    t = _scalar("all_reduce_sum", value, torch.float64, device, group)
+    if dist.is_initialized() and dist.get_world_size(group) > 1:
+        dist.all_reduce(t, op=dist.ReduceOp.SUM, group=group)
     return float(t.item())
 
 
-def all_reduce_max_int(value: int, device: str = "cpu") -> int:
-    """Max of ``value`` over all ranks."""
-    _require_group_if_distributed("all_reduce_max_int")
-    t = torch.tensor(value, dtype=torch.long, device=device)
-    if dist.is_initialized() and dist.get_world_size() > 1:
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+def all_reduce_max_int(
+    value: int, device: str | torch.device, *, group: dist.ProcessGroup | None = None
+) -> int:
+    """Max of ``value`` over the ranks of ``group``; ``device`` as for :func:`all_reduce_sum`."""
+    t = _scalar("all_reduce_max_int", value, torch.long, device, group)
+    if dist.is_initialized() and dist.get_world_size(group) > 1:
+        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
     return int(t.item())
+
+
+def _scalar(
+    what: str, value: float | torch.Tensor, dtype: torch.dtype, device: str | torch.device,
+    group: dist.ProcessGroup | None,
+) -> torch.Tensor:
+    """``value`` as a 0-d tensor on ``device``, refused when ``group`` cannot reduce there.
+
+    Checked even with one rank (where nothing is sent), so a single-GPU run catches a call
+    site that would break NCCL on two GPUs.
+    """
+    _require_group_if_distributed(what)
+    device = torch.device(device)
+    if dist.is_initialized():
+        config = str(dist.get_backend_config(group))  # "cpu:gloo,cuda:gloo", "cuda:nccl"...
+        served = {entry.split(":")[0] for entry in config.split(",")}
+        if device.type not in served:
+            raise ValueError(
+                f"{what}: a {device.type} tensor cannot be reduced by this process group "
+                f"({config}); pass the engine's communication device (group_device(group): "
+                "cuda for nccl, cpu for gloo)"
+            )
+    return torch.as_tensor(value, dtype=dtype).detach().to(device).clone().reshape(())
 
 
 def _require_group_if_distributed(what: str) -> None:

@@ -191,6 +191,7 @@ options = {}
 backend = "hf"
 replicas = 1
 agent_workers = 1
+weight_sync_options = {}
 options = {}
 
 [data_plane]

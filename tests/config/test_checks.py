@@ -140,6 +140,32 @@ def test_weight_sync_must_support_the_rollout_engine(problems: Problems) -> None
     assert p.path == "engines.rollout.weight_sync" and '"hf"' in p.message
 
 
+def test_weight_sync_options_are_checked_by_the_default_syncs_model(
+    problems: Problems, load  # type: ignore[no-untyped-def]
+) -> None:
+    vllm = ["engines.rollout.backend=vllm", "model.tiny.head_dim=32"]
+    key = "engines.rollout.weight_sync_options.transport"
+    (p,) = problems(BASE, overrides=[*vllm, f"{key}=pigeon"])
+    assert p.path == key and "http_bytes" in p.fix
+    loaded = load(BASE, overrides=[*vllm, f"{key}=http_bytes"])
+    assert loaded.options_for("engines.rollout.weight_sync_options").transport == "http_bytes"
+    # the hf engine's default sync (in_process) takes no transport
+    (p,) = problems(BASE, overrides=["engines.rollout.weight_sync_options.transport=file"])
+    assert p.path == "engines.rollout.weight_sync_options.transport" and "unknown key" in p.message
+
+
+@pytest.mark.parametrize("backend", ["vllm", "sglang"])
+def test_weight_sync_options_in_the_engines_options_point_at_their_new_place(
+    problems: Problems, backend: str
+) -> None:
+    (p,) = problems(BASE, overrides=[f"engines.rollout.backend={backend}",
+                                     "engines.rollout.options.weight_sync.transport=disk"])
+    assert p.path == "engines.rollout.options.weight_sync"
+    assert "moved to [engines.rollout.weight_sync_options]" in p.message
+    assert p.fix == ("move the keys of [engines.rollout.options.weight_sync] to "
+                     "[engines.rollout.weight_sync_options]")
+
+
 def test_eval_needs_validation_prompts(problems: Problems) -> None:
     (p,) = problems('[data]\ntrain = "t.parquet"\n[[rewards]]\nname = "gsm8k"\n',
                     overrides=["schedule.eval_every=10"])

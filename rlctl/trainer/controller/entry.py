@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from rlctl.config.loaded import LoadedRecipe
 from rlctl.config.recipe import Recipe

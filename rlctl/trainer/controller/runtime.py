@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import socket
 
 from rlctl.trainer.controller.ray_dirs import RunDir
 
@@ -35,13 +34,6 @@ def apply_loopback_env() -> None:
     """Export :data:`LOOPBACK_ENV` into this process (values already set win)."""
     for key, value in LOOPBACK_ENV.items():
         os.environ.setdefault(key, value)
-
-
-def free_port() -> int:
-    """A free TCP port on loopback (for torch.distributed's rendezvous)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 _AUTH_VARS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_TOKEN")

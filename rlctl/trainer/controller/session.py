@@ -57,14 +57,10 @@ class Session:
         from rlctl.dataplane import open_data_plane
         from rlctl.dataplane.replay_buffer import ReplayBuffer
         from rlctl.models.loading import load_tokenizer
+        from rlctl.ports import free_port
         from rlctl.registry import get_registry
         from rlctl.trainer.controller.prompts import PromptFeeder
-        from rlctl.trainer.controller.runtime import (
-            apply_loopback_env,
-            free_port,
-            start_ray,
-            stop_ray,
-        )
+        from rlctl.trainer.controller.runtime import apply_loopback_env, start_ray, stop_ray
         from rlctl.trainer.controller.trainer import Trainer
 
         recipe = self.recipe

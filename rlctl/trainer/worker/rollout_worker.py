@@ -22,6 +22,23 @@ from rlctl.trainer.worker.agent_loop import AgentOutput, PromptRecord, SamplingP
 from rlctl.trainer.worker.fields import from_rows, non_tensor_column, rows
 
 
+def make_weight_sync(loaded: LoadedRecipe, registry: Any) -> tuple[Any, Any]:
+    """The run's weight sync and its validated options (``None`` without an options model).
+
+    One place for the options: ``[engines.rollout.weight_sync_options]``, validated when the
+    recipe was loaded by the model of the sync named in ``[engines.rollout] weight_sync``,
+    else of the engine's default. A recipe loaded without that step (built by hand) gets
+    the table validated here.
+    """
+    from rlctl.config.plugin_options import weight_sync_name
+
+    reg = registry.get("weight_sync", weight_sync_name(loaded.recipe, registry))
+    options = loaded.options_for("engines.rollout.weight_sync_options")
+    if options is None and reg.options is not None:
+        options = reg.options.model_validate(loaded.recipe.engines.rollout.weight_sync_options)
+    return reg.load()(options), options
+
+
 class RolloutWorker:
     """One AgentLoop worker with its rollout engine, reward functions and agent loop."""
 
@@ -50,21 +67,18 @@ class RolloutWorker:
             torch.set_num_threads(self.threads)
         registry = get_registry()
         self.tokenizer = load_tokenizer(self.recipe.model)
+        # The controller moves the exported weights here (object store in Ray mode); the
+        # registered weight sync applies them: sync(weights, engine, version). The engine gets
+        # the sync's options too (vLLM starts its servers for the transfer they name).
+        self.weight_sync, sync_options = make_weight_sync(self.loaded, registry)
         engine_cls = registry.load("rollout_engine", self.recipe.engines.rollout.backend)
         self.engine = engine_cls(RolloutEngineSpec(
             recipe=self.recipe, device=pick_device(self.recipe),
             seed=self.recipe.run.seed + 1000 * self.rank,
             options=self.loaded.options_for("engines.rollout.options"),
+            weight_sync_options=sync_options,
         ))
         self.engine.load()
-        sync_name = self.recipe.engines.rollout.weight_sync or registry.get(
-            "rollout_engine", self.recipe.engines.rollout.backend
-        ).metadata.get("weight_sync", "in_process")
-        sync_reg = registry.get("weight_sync", sync_name)
-        sync_options = sync_reg.options() if sync_reg.options is not None else None
-        # The controller moves the exported weights here (object store in Ray mode); the
-        # registered weight-sync method applies them to the engine.
-        self.weight_sync = sync_reg.load()(sync_options)
         loop_cls = registry.load("agent_loop", self.recipe.rollout.agent_loop)
         self.agent_loop = loop_cls()
         sections = effective_rewards(self.recipe, registry)
@@ -156,9 +170,16 @@ class RolloutWorker:
         return self.engine.weight_version
 
     def close(self) -> None:
-        close = getattr(self.engine, "close", None)  # optional in the RolloutEngine contract
-        if close is not None:
-            close()
+        # The sync first, while the servers run: it may hold state they share (sglang's
+        # process group). The engine closes (stops its servers) even if that fails.
+        close_sync = getattr(getattr(self, "weight_sync", None), "close", None)
+        close_engine = getattr(self.engine, "close", None)
+        try:
+            if close_sync is not None:
+                close_sync()
+        finally:
+            if close_engine is not None:
+                close_engine()
 
     def pid(self) -> int:
         """This worker's process id; also the liveness check the controller sends a late rank."""

@@ -219,12 +219,13 @@ class TrainingWorker:
     def _global_normaliser(self, mask: Any) -> float:
         """Tokens (token-mean) or sequences (seq-mean-*) of the minibatch over all ranks."""
         from rlctl.algorithms.aggregation import loss_normalizer
-        from rlctl.engines.train.fsdp.engine import global_normaliser
+        from rlctl.engines.distributed import all_reduce_sum, group_device
 
         local = loss_normalizer(mask, self.recipe.algorithm.loss.agg)
-        # Summed over every rank, then divided by the ranks per DP group: model-parallel peers
-        # hold copies of the same shard (exact, since their shards are identical).
-        total = global_normaliser(local) * self.dp_size / self.world_size
+        # Summed over every rank (the default group: on the device its backend reduces on),
+        # then divided by the ranks per DP group: model-parallel peers hold copies of the same
+        # shard (exact, since their shards are identical).
+        total = all_reduce_sum(local, group_device()) * self.dp_size / self.world_size
         return max(total, 1.0)
 
     def score_partials(self, meta: KVBatchMeta) -> dict[str, mr.Partial]:

@@ -15,11 +15,23 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Any
 
-from pydantic import BaseModel, Field, PositiveInt, ValidationInfo, field_validator
-from pydantic_core import PydanticCustomError
+from pydantic import (
+    BaseModel,
+    Field,
+    PositiveInt,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from rlctl.config.strict import STRICT_CONFIG
+
+WEIGHT_SYNC_OPTIONS = "engines.rollout.weight_sync_options"
+"""Where weight-sync options live (the registered sync's model validates them)."""
 
 # Variables that load or run code before the server's own: the dynamic loader's and the
 # interpreter's start-up hooks. (LD_* and DYLD_* as prefixes: the loaders have many.)
@@ -58,6 +70,20 @@ class ServerOptions(BaseModel):
     """Where the servers come from and how long they may take."""
 
     model_config = STRICT_CONFIG
+
+    @model_validator(mode="before")
+    @classmethod
+    def _weight_sync_moved(cls, data: Any) -> Any:
+        """``[engines.rollout.options.weight_sync]`` was the old home of weight-sync options:
+        say where they are now instead of calling the key unknown."""
+        if isinstance(data, dict) and "weight_sync" in data:
+            error = PydanticCustomError(
+                "moved_key", "weight-sync options are no longer engine options",
+                {"to": WEIGHT_SYNC_OPTIONS},
+            )
+            raise ValidationError.from_exception_data(cls.__name__, [InitErrorDetails(
+                type=error, loc=("weight_sync",), input=data["weight_sync"])])
+        return data
 
     urls: list[str] = []
     """Already running servers to use; empty = start servers."""

@@ -16,7 +16,6 @@ import os
 import re
 import shlex
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -77,13 +76,6 @@ _ORPHAN_GUARD = (
 # The death signal fires when the *thread* that forked the server ends, not the process: spawn
 # from one thread that lives as long as the interpreter, whatever thread calls start().
 _SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlctl-server-spawner")
-
-
-def free_port() -> int:
-    """A TCP port that is free on 127.0.0.1 right now (the server binds it a moment later)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def read_log_tail(path: Path, lines: int = 40, max_bytes: int = 64_000) -> str:
