@@ -157,6 +157,9 @@ class Trainer:
         try:
             batch = self.wait_for_samples(partition, step, pending)
             counts = self.rollout.wait(pending, timeout=self.recipe.schedule.sample_timeout_s)
+            if len(prompts) < len(set(batch.uids)):  # the groups kept from earlier draws
+                mine = set(prompts.keys)
+                batch = batch.select([i for i, u in enumerate(batch.uids) if u in mine])
             if self.reward is not None:  # reward models read the prompts' ground truth too
                 with self.timer("reward_model"):
                     self.reward.call("score", self.per_rank(batch.chunk(self.reward.world_size)),
