@@ -72,15 +72,14 @@ def _overlong(recipe: Recipe) -> list[ConfigProblem]:
 
 
 def _model_rewards(recipe: Recipe, registry: Registry) -> list[ConfigProblem]:
-    from rlctl.rewards.reward_set import reward_kind
-
     out: list[ConfigProblem] = []
     seen: set[str] = set()
     for i, reward in enumerate(recipe.rewards):
         reg = registry.find("reward_function", reward.name)
         if reg is None:
             continue  # reported by check_selections
-        if reward_kind(reg) != "function" and reward.name in seen:
+        # registration metadata "kind" (rlctl.rewards.reward_set.REWARD_KINDS)
+        if reg.metadata.get("kind", "function") != "function" and reward.name in seen:
             out.append(ConfigProblem(
                 f"rewards[{i}].name", f'"{reward.name}" is listed twice; its scores would be '
                 f"logged as one (reward/{reward.name})", "list each model reward or judge once"))

@@ -47,7 +47,8 @@ class SequenceClassifierReward:
         import torch
         from transformers import AutoModelForSequenceClassification
 
-        if not Path(options.path).is_dir():
+        path = Path(options.path).expanduser()
+        if not path.is_dir():
             raise FileNotFoundError(
                 f"reward model path {options.path!r} is not a local directory; rlctl never "
                 "downloads weights: download the checkpoint first and give its directory")
@@ -56,7 +57,7 @@ class SequenceClassifierReward:
         dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16,
                  "float16": torch.float16}[options.dtype]
         model = AutoModelForSequenceClassification.from_pretrained(
-            options.path, local_files_only=True, dtype=dtype,
+            path, local_files_only=True, dtype=dtype,
             trust_remote_code=options.trust_remote_code)
         self.model = model.to(self.device).eval().requires_grad_(False)
         config = self.model.config

@@ -162,6 +162,16 @@ scheduler = "constant"
 warmup_steps = 0
 min_lr_ratio = 0.0
 
+[algorithm.dynamic_sampling]
+enabled = false
+metric = "score"
+max_draws = 10
+
+[algorithm.overlong]
+buffer_len = 0
+penalty_factor = 1.0
+filter = false
+
 [rollout]
 max_new_tokens = 256
 temperature = 1.0
@@ -183,6 +193,9 @@ backend = "hf"
 replicas = 1
 agent_workers = 1
 options = {}
+
+[engines.reward]
+workers = 1
 
 [data_plane]
 backend = "ray"

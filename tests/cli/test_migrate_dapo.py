@@ -117,3 +117,22 @@ def test_a_reward_model_on_its_own_chat_template_exits_2(rlctl, tmp_path: Path) 
     assert "set reward_model.model.input_tokenizer=null when the reward model shares" \
         in result.stderr
     assert not out.exists()
+
+
+def test_the_dapo_recipe_configs_overlong_buffer_is_read_too(rlctl, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # verl's DAPO recipe config keeps the buffer under reward_model.overlong_buffer, and its
+    # end at the response length (data.max_response_length, 1024 in the GRPO script)
+    out = tmp_path / "ob.toml"
+    rlctl("config", "migrate", FSDP, *GRPO, "--reward", "gsm8k", "reward_model.reward_manager=dapo",
+          "+reward_model.overlong_buffer.enable=True", "+reward_model.overlong_buffer.len=256",
+          "+reward_model.overlong_buffer.penalty_factor=0.5",
+          "+reward_model.overlong_buffer.log=True", "-o", str(out))
+    assert tomllib.loads(out.read_text())["algorithm"]["overlong"] == {
+        "buffer_len": 256, "penalty_factor": 0.5}
+    too_long = rlctl("config", "migrate", FSDP, *GRPO, "--reward", "gsm8k",
+                     "reward_model.reward_manager=dapo", "+reward_model.overlong_buffer.enable=True",
+                     "+reward_model.overlong_buffer.len=4096",
+                     "+reward_model.overlong_buffer.penalty_factor=1.0",
+                     "-o", str(tmp_path / "x.toml"), code=2)
+    assert "\n  reward_model.overlong_buffer.len: 4096 tokens, longer than max_resp_len 1024" \
+        in too_long.stderr

@@ -138,6 +138,10 @@ def _overlong(lg: Ledger, cfg: str, max_len_key: str) -> None:
         lg.error(f"{cfg}.len", f"{length!r}: the buffer length must be a positive number of "
                  "tokens (verl divides by it)", "give the buffer in tokens, e.g. 4096")
         return
+    if isinstance(factor, bool) or not isinstance(factor, int | float) or factor < 0:
+        lg.error(f"{cfg}.penalty_factor", f"{factor!r}: the penalty must be a number >= 0",
+                 "give it, e.g. 1.0 (DAPO's)")
+        return
     if length > max_len:
         lg.error(f"{cfg}.len", f"{length} tokens, longer than max_resp_len {max_len}: verl "
                  "warns that every response is punished; rlctl refuses", f"use <= {max_len}")
