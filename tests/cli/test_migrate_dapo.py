@@ -23,7 +23,9 @@ def _section(text: str, header: str) -> str:
     return text.split(f"[{header}]\n", 1)[1].split("\n\n", 1)[0]
 
 
-def test_dapo_moe_maps_the_overlong_buffer(rlctl, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_dapo_moe_maps_the_overlong_buffer(  # type: ignore[no-untyped-def]
+    rlctl, tmp_path: Path,
+) -> None:
     out = tmp_path / "dapo.toml"
     # what rlctl lacks is removed (a warm-up over 4 optimizer steps, a model-config override)
     result = rlctl("config", "migrate", MEGATRON, "--verl-script",
@@ -57,7 +59,9 @@ penalty_factor = 1.0                    # reward_kwargs.overlong_buffer_cfg.pena
     assert rlctl("config", "validate", str(out)).stdout.startswith("ok: ")
 
 
-def test_filter_groups_become_dynamic_sampling(rlctl, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_filter_groups_become_dynamic_sampling(  # type: ignore[no-untyped-def]
+    rlctl, tmp_path: Path,
+) -> None:
     out = tmp_path / "ds.toml"
     result = rlctl("config", "migrate", FSDP, *GRPO, "--reward", "gsm8k", *FILTER, "-o", str(out))
     assert _section(out.read_text(), "algorithm.dynamic_sampling") == snapshot("""\
@@ -77,7 +81,9 @@ prompts_per_draw = 1536                 # data.gen_batch_size (prompts)\
         "dynamic_sampling"]["metric"] == "score"
 
 
-def test_dynamic_sampling_that_cannot_be_migrated_exits_2(rlctl, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_dynamic_sampling_that_cannot_be_migrated_exits_2(  # type: ignore[no-untyped-def]
+    rlctl, tmp_path: Path,
+) -> None:
     out = tmp_path / "x.toml"
     result = rlctl("config", "migrate", FSDP, *GRPO, "--reward", "gsm8k", *FILTER,
                    "algorithm.filter_groups.max_num_gen_batches=0", "-o", str(out), code=2)
@@ -94,7 +100,9 @@ def test_dynamic_sampling_that_cannot_be_migrated_exits_2(rlctl, tmp_path: Path)
     assert not out.exists()
 
 
-def test_a_reward_model_becomes_a_model_reward(rlctl, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_reward_model_becomes_a_model_reward(  # type: ignore[no-untyped-def]
+    rlctl, tmp_path: Path,
+) -> None:
     out, report = tmp_path / "rm.toml", tmp_path / "rm.txt"
     result = rlctl("config", "migrate", FSDP, *GRPO, *RM, "-o", str(out), "--report", str(report))
     recipe = tomllib.loads(out.read_text())
@@ -110,7 +118,9 @@ def test_a_reward_model_becomes_a_model_reward(rlctl, tmp_path: Path) -> None:  
     assert rlctl("config", "validate", str(out)).stdout.startswith("ok: ")
 
 
-def test_a_reward_model_on_its_own_chat_template_exits_2(rlctl, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_reward_model_on_its_own_chat_template_exits_2(  # type: ignore[no-untyped-def]
+    rlctl, tmp_path: Path,
+) -> None:
     out = tmp_path / "x.toml"
     result = rlctl("config", "migrate", FSDP, *GRPO, *RM[:2], "-o", str(out), code=2)
     assert "\n  reward_model.model.input_tokenizer: " in result.stderr
@@ -119,7 +129,9 @@ def test_a_reward_model_on_its_own_chat_template_exits_2(rlctl, tmp_path: Path) 
     assert not out.exists()
 
 
-def test_the_dapo_recipe_configs_overlong_buffer_is_read_too(rlctl, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_the_dapo_recipe_configs_overlong_buffer_is_read_too(  # type: ignore[no-untyped-def]
+    rlctl, tmp_path: Path,
+) -> None:
     # verl's DAPO recipe config keeps the buffer under reward_model.overlong_buffer, and its
     # end at the response length (data.max_response_length, 1024 in the GRPO script)
     out = tmp_path / "ob.toml"
@@ -130,7 +142,8 @@ def test_the_dapo_recipe_configs_overlong_buffer_is_read_too(rlctl, tmp_path: Pa
     assert tomllib.loads(out.read_text())["algorithm"]["overlong"] == {
         "buffer_len": 256, "penalty_factor": 0.5}
     too_long = rlctl("config", "migrate", FSDP, *GRPO, "--reward", "gsm8k",
-                     "reward_model.reward_manager=dapo", "+reward_model.overlong_buffer.enable=True",
+                     "reward_model.reward_manager=dapo",
+                     "+reward_model.overlong_buffer.enable=True",
                      "+reward_model.overlong_buffer.len=4096",
                      "+reward_model.overlong_buffer.penalty_factor=1.0",
                      "-o", str(tmp_path / "x.toml"), code=2)

@@ -38,7 +38,9 @@ def test_wrong_types_and_ranges_name_the_key(problems: Problems) -> None:
         "algorithm.overlong.buffer_len"]
 
 
-def test_metric_must_name_score_a_reward_or_a_component(problems: Problems, load) -> None:  # type: ignore[no-untyped-def]
+def test_metric_must_name_score_a_reward_or_a_component(  # type: ignore[no-untyped-def]
+    problems: Problems, load,
+) -> None:
     (p,) = problems(BASE, overrides=[f"{DS}.enabled=true", f"{DS}.metric=digit_match"])
     assert p.path == f"{DS}.metric"
     assert 'did you mean "digits_match"?' in p.fix  # the task's default reward
@@ -64,14 +66,18 @@ def test_settings_that_would_do_nothing_are_refused(problems: Problems) -> None:
     assert p.path == "algorithm.overlong.max_tokens"
 
 
-def test_overlong_buffer_must_fit_the_response(problems: Problems, load) -> None:  # type: ignore[no-untyped-def]
+def test_overlong_buffer_must_fit_the_response(  # type: ignore[no-untyped-def]
+    problems: Problems, load,
+) -> None:
     (p,) = problems(BASE, overrides=["algorithm.overlong.buffer_len=300"])  # max_new_tokens 256
     assert p.path == "algorithm.overlong.buffer_len"
     assert "256" in p.message and "buffer_len <= 256" in p.fix
     load(BASE, overrides=["algorithm.overlong.buffer_len=300", "algorithm.overlong.max_tokens=512"])
 
 
-def test_reward_model_options_are_validated(problems: Problems, load) -> None:  # type: ignore[no-untyped-def]
+def test_reward_model_options_are_validated(  # type: ignore[no-untyped-def]
+    problems: Problems, load,
+) -> None:
     (p,) = problems(BASE + RM)
     assert p.path == "rewards[1].options.path"
     found = problems(BASE + RM + 'options = { path = "/rm", micro_batch_size = 0, dtyp = "x" }\n')
@@ -87,7 +93,9 @@ def test_a_model_reward_listed_twice_is_refused(problems: Problems) -> None:
     assert p.path == "rewards[2].name" and "listed twice" in p.message
 
 
-def test_judge_template_and_pattern_are_checked(problems: Problems, load) -> None:  # type: ignore[no-untyped-def]
+def test_judge_template_and_pattern_are_checked(  # type: ignore[no-untyped-def]
+    problems: Problems, load,
+) -> None:
     judge = BASE + '[[rewards]]\nname = "llm_judge"\n'
     found = problems(judge + 'options = { template = "Rate {answr}", pattern = "(a)(b)" }\n')
     assert sorted(p.path for p in found) == ["rewards[0].options.pattern",

@@ -46,7 +46,9 @@ def _dumps(recipe, step: int) -> list[dict]:  # type: ignore[no-untyped-def]
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def test_dynamic_sampling_trains_only_groups_whose_rewards_differ(make_recipe, run) -> None:  # type: ignore[no-untyped-def]
+def test_dynamic_sampling_trains_only_groups_whose_rewards_differ(  # type: ignore[no-untyped-def]
+    make_recipe, run,
+) -> None:
     recipe = make_recipe(
         run={"name": "ds"},
         algorithm={"group_size": N,
@@ -68,7 +70,9 @@ def test_dynamic_sampling_trains_only_groups_whose_rewards_differ(make_recipe, r
         assert all(max(g) > min(g) for g in groups.values())  # no zero-advantage group left
 
 
-def test_dynamic_sampling_fails_loudly_past_its_draws(make_recipe) -> None:  # type: ignore[no-untyped-def]
+def test_dynamic_sampling_fails_loudly_past_its_draws(  # type: ignore[no-untyped-def]
+    make_recipe,
+) -> None:
     # greedy sampling: every response of a group is the same, so no group can be kept
     recipe = make_recipe(run={"name": "dry"}, rollout={"max_new_tokens": 3, "temperature": 0.0},
                          algorithm={"dynamic_sampling": {"enabled": True, "max_draws": 2}})
@@ -79,7 +83,9 @@ def test_dynamic_sampling_fails_loudly_past_its_draws(make_recipe) -> None:  # t
     assert "algorithm.dynamic_sampling.max_draws" in str(err.value)
 
 
-def test_overlong_punishment_is_part_of_the_score(make_recipe, run) -> None:  # type: ignore[no-untyped-def]
+def test_overlong_punishment_is_part_of_the_score(  # type: ignore[no-untyped-def]
+    make_recipe, run,
+) -> None:
     recipe = make_recipe(run={"name": "ol"}, rollout={"max_new_tokens": 4, "temperature": 1.0},
                          algorithm={"overlong": {"buffer_len": 2, "penalty_factor": 0.5}},
                          schedule={"total_steps": 2})
@@ -90,7 +96,9 @@ def test_overlong_punishment_is_part_of_the_score(make_recipe, run) -> None:  # 
             row["reward/digits_match"] + row["reward/overlong"], abs=1e-6)
 
 
-def test_overlong_filtering_masks_truncated_responses(make_recipe, run, rm_dir) -> None:  # type: ignore[no-untyped-def]
+def test_overlong_filtering_masks_truncated_responses(  # type: ignore[no-untyped-def]
+    make_recipe, run, rm_dir,
+) -> None:
     # ignore_eos: every response runs to max_new_tokens, so every one is truncated; the
     # reward model scores each differently, so without the filter there is a gradient
     common = {"engines": {"rollout": {"options": {"ignore_eos": True}}},
@@ -104,7 +112,9 @@ def test_overlong_filtering_masks_truncated_responses(make_recipe, run, rm_dir) 
     assert masked[0]["actor/grad_norm"] == 0.0  # nothing left in the loss
 
 
-def test_a_reward_model_mixes_with_a_rule_reward(make_recipe, run, rm_dir) -> None:  # type: ignore[no-untyped-def]
+def test_a_reward_model_mixes_with_a_rule_reward(  # type: ignore[no-untyped-def]
+    make_recipe, run, rm_dir,
+) -> None:
     recipe = make_recipe(run={"name": "rm"}, schedule={"total_steps": 2},
                          rewards=[{"name": "digits_match"}, _rm(rm_dir, weight=0.5)])
     rows = run(recipe)
@@ -115,7 +125,9 @@ def test_a_reward_model_mixes_with_a_rule_reward(make_recipe, run, rm_dir) -> No
         assert "timing_s/reward_model" in row
 
 
-def test_a_judge_scores_through_the_rollout_engine(make_recipe, run) -> None:  # type: ignore[no-untyped-def]
+def test_a_judge_scores_through_the_rollout_engine(  # type: ignore[no-untyped-def]
+    make_recipe, run,
+) -> None:
     options = {"template": "{prompt}{response}=", "pattern": r"\d", "scale": 9.0,
                "max_new_tokens": 3}
     rows = run(make_recipe(run={"name": "judge"}, schedule={"total_steps": 1},
