@@ -183,6 +183,10 @@ def register_reward_functions(register: Callable[..., None]) -> None:
     option model, as keywords. Rewards run inside the rollout workers, never in the
     controller. Several rewards combine by their recipe ``weight``. One that raises stops
     the step with :class:`rlctl.plugin_errors.PluginCallError` naming it.
+    Metadata: ``kind`` (``function``, the default; ``judge``: ``target(options)`` builds an
+    async ``judge(sample, ask)`` that asks the rollout engine; ``model``: ``target(options,
+    device=)`` builds a batched ``scorer(samples) -> [result, ...]`` run in the reward
+    workers; see :data:`rlctl.rewards.reward_set.REWARD_KINDS`).
     """
 
 

@@ -34,6 +34,7 @@ from rlctl.config.merge import DEFAULT_SOURCE
 from rlctl.config.plugin_options import check_selections, kind_words
 from rlctl.config.problems import ConfigError, ConfigProblem, dedupe
 from rlctl.config.recipe import Recipe
+from rlctl.config.reward_checks import sampling_and_reward_problems
 from rlctl.registry import Registry, get_registry
 
 IN_CODE = "in code"
@@ -151,6 +152,7 @@ def cross_field_problems(
     problems += _batch_problems(recipe, model_parallel)
     problems += _engine_problems(recipe, registry)
     problems += _logging_problems(recipe)
+    problems += sampling_and_reward_problems(recipe, registry)
     return problems
 
 

@@ -211,6 +211,38 @@ class StalenessSection(Section):
     """Options of the selected policy (``bounded``: ``max_staleness``, ``on_stale``, ...)."""
 
 
+class DynamicSamplingSection(Section):
+    """DAPO's dynamic sampling: train only on groups whose rewards differ.
+
+    A group whose responses all score alike (all right, all wrong) has zero group-relative
+    advantage and so no gradient. With this on, each step draws prompts in batches of
+    ``prompts_per_draw``, drops such groups, and draws again until ``prompts_per_step``
+    groups are kept (extra kept groups are dropped, first drawn first kept).
+    """
+
+    enabled: bool = False
+    """Filter out groups whose ``metric`` is the same for every response."""
+    metric: str = "score"
+    """What must vary in a group: ``score`` (the sum), a reward's name, or ``<reward>/<part>``."""
+    prompts_per_draw: PositiveInt | None = None
+    """Prompts per draw (verl's ``data.gen_batch_size``); ``None``: ``prompts_per_step``."""
+    max_draws: PositiveInt = 10
+    """Most draws per step (verl's ``max_num_gen_batches``); past it the step fails."""
+
+
+class OverlongSection(Section):
+    """DAPO's overlong handling: soft punishment of long responses, filtering of truncated ones."""
+
+    buffer_len: int = Field(0, ge=0)
+    """Soft punishment: past ``max_tokens - buffer_len`` tokens reward falls linearly; 0 = off."""
+    penalty_factor: float = Field(1.0, ge=0)
+    """Penalty at ``max_tokens`` (it grows linearly over the buffer, up to this)."""
+    max_tokens: PositiveInt | None = None
+    """Where the buffer ends (verl's ``max_resp_len``); ``None``: ``rollout.max_new_tokens``."""
+    filter: bool = False
+    """Overlong filtering: truncated responses (no eos) are masked out of the actor loss."""
+
+
 class AlgorithmSection(Section):
     estimator: str = "grpo"
     """Registered advantage estimator (``grpo``, ``rloo``, ``gae``, ...)."""
@@ -240,6 +272,10 @@ class AlgorithmSection(Section):
     """How old (in weight updates) a trained sample may be: the off-policy bound."""
     estimator_options: Options = {}
     """Extra options of the selected estimator, validated by its option model."""
+    dynamic_sampling: DynamicSamplingSection = DynamicSamplingSection()
+    """DAPO's dynamic sampling (drop groups whose rewards are all equal, draw again)."""
+    overlong: OverlongSection = OverlongSection()
+    """DAPO's overlong reward shaping and overlong filtering."""
 
 
 class RolloutSection(Section):
@@ -299,11 +335,20 @@ class RolloutEngineSection(Section):
     """Engine options, validated by the engine's option model."""
 
 
+class RewardEngineSection(Section):
+    """How model rewards (``[[rewards]]`` whose function is a reward model) run."""
+
+    workers: PositiveInt = 1
+    """Reward-model worker processes (each loads every reward model; samples split over them)."""
+
+
 class EnginesSection(Section):
     train: TrainEngineSection = TrainEngineSection()
     """Training engine (how actor, reference and critic run)."""
     rollout: RolloutEngineSection = RolloutEngineSection()
     """Rollout engine (how responses are generated)."""
+    reward: RewardEngineSection = RewardEngineSection()
+    """Reward-model workers (used only when a reward is a model)."""
 
 
 class DataPlaneSection(Section):

@@ -14,7 +14,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedTokenizerFast, Qwen3ForCausalLM
+    from transformers import (
+        PreTrainedTokenizerFast,
+        Qwen3ForCausalLM,
+        Qwen3ForSequenceClassification,
+    )
 
     from rlctl.config.recipe import TinyModelSection
 
@@ -89,4 +93,36 @@ def build_tiny_model(
     model.generation_config.pad_token_id = PAD_ID
     model.generation_config.eos_token_id = EOS_ID
     model.generation_config.bos_token_id = BOS_ID
+    return model.float()
+
+
+def build_tiny_reward_model(
+    tiny: TinyModelSection, seed: int, vocab_size: int = len(TINY_VOCAB)
+) -> Qwen3ForSequenceClassification:
+    """A random-init fp32 ``Qwen3ForSequenceClassification`` (one logit) over the tiny vocab.
+
+    What the reward-model tests and examples score with: ``save_pretrained(dir)`` gives a
+    checkpoint ``[[rewards]] name = "reward_model"`` loads like any HF reward model, offline.
+    """
+    import torch
+    from transformers import Qwen3Config, Qwen3ForSequenceClassification
+
+    config = Qwen3Config(
+        vocab_size=vocab_size,
+        hidden_size=tiny.hidden_size,
+        intermediate_size=tiny.intermediate_size,
+        num_hidden_layers=tiny.num_hidden_layers,
+        num_attention_heads=tiny.num_attention_heads,
+        num_key_value_heads=tiny.num_key_value_heads,
+        head_dim=tiny.head_dim,
+        max_position_embeddings=tiny.max_position_embeddings,
+        num_labels=1,
+        pad_token_id=PAD_ID,
+        bos_token_id=BOS_ID,
+        eos_token_id=EOS_ID,
+        attention_dropout=0.0,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = Qwen3ForSequenceClassification(config)
     return model.float()

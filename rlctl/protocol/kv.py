@@ -96,6 +96,22 @@ class KVBatchMeta:
         return [t[name] for t in self.tags]
 
     # ------------------------------------------------------------------ split
+    @staticmethod
+    def concat(metas: Sequence[KVBatchMeta]) -> KVBatchMeta:
+        """Join batches of one partition, in order; keys must not repeat."""
+        if not metas:
+            raise ValueError("KVBatchMeta.concat needs at least one batch")
+        partitions = {m.partition_id for m in metas}
+        if len(partitions) != 1:
+            raise ValueError(
+                f"KVBatchMeta.concat: batches come from several partitions {sorted(partitions)}"
+            )
+        return KVBatchMeta(
+            tuple(k for m in metas for k in m.keys),
+            metas[0].partition_id,
+            tuple(t for m in metas for t in m.tags),
+        )
+
     def select(self, idx: Sequence[int] | Callable[[str, dict[str, Any]], bool]) -> KVBatchMeta:
         """Keep positions ``idx`` (in that order) or the keys where ``idx(key, tags)`` is true."""
         if callable(idx):

@@ -171,6 +171,16 @@ min_lr_ratio = 0.0
 policy = "on_policy"
 options = {}
 
+[algorithm.dynamic_sampling]
+enabled = false
+metric = "score"
+max_draws = 10
+
+[algorithm.overlong]
+buffer_len = 0
+penalty_factor = 1.0
+filter = false
+
 [rollout]
 max_new_tokens = 256
 temperature = 1.0
@@ -193,6 +203,9 @@ replicas = 1
 agent_workers = 1
 weight_sync_options = {}
 options = {}
+
+[engines.reward]
+workers = 1
 
 [data_plane]
 backend = "ray"

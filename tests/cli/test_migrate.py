@@ -2,7 +2,8 @@
 
 Fixtures (tests/cli/migrate_fixtures) are verl's published files: the two generated trainer
 configs and five example scripts (GRPO FSDP, GRPO Megatron, PPO with a critic, a MoE PPO on
-Megatron, and a DAPO MoE run that cannot be migrated yet).
+Megatron, and a DAPO MoE run refused for what rlctl lacks; test_migrate_dapo.py migrates
+it once those are removed, with verl's filter_groups and reward model).
 """
 
 from __future__ import annotations
@@ -165,7 +166,7 @@ dropped at the YAML's values (497): no effect in rlctl
      88 no critic in this run
      75 profiling
      46 verl's dataclass to build: no meaning outside verl
-     34 reward models are off
+     31 reward models are off
      13 multi-turn is off
      11 a copy of model.mtp (checked there)
      10 memory saving
@@ -191,7 +192,7 @@ dropped at the YAML's values (497): no effect in rlctl
       3 used only by the clip_cov policy loss
       3 weight-sync transport
       3 what verl's checkpoints hold; rlctl saves model, optimizer and state
-    123 for 104 other reasons
+    126 for 106 other reasons
    (`--report FILE` lists each key with its reason)
 """, 'grpo_megatron': """\
 verl config tests/cli/migrate_fixtures/ppo_megatron_trainer.yaml + 39 overrides (39 from grpo_megatron_qwen2-7b_math.sh)
@@ -326,7 +327,7 @@ dropped at the YAML's values (549): no effect in rlctl
     105 no critic in this run
      75 profiling
      45 verl's dataclass to build: no meaning outside verl
-     39 reward models are off
+     36 reward models are off
      19 LoRA is off
      14 at False
      13 multi-turn is off
@@ -355,7 +356,7 @@ dropped at the YAML's values (549): no effect in rlctl
       3 used only by the clip_cov policy loss
       3 weight-sync transport
       3 what verl's checkpoints hold; rlctl saves model, optimizer and state
-    123 for 102 other reasons
+    126 for 104 other reasons
    (`--report FILE` lists each key with its reason)
 """, 'ppo_critic': """\
 verl config tests/cli/migrate_fixtures/ppo_trainer.yaml + 39 overrides (39 from ppo_critic_deepseek7b.sh)
@@ -485,7 +486,7 @@ dropped, set by the overrides (14): no effect in rlctl
 dropped at the YAML's values (493): no effect in rlctl
      89 profiling
      56 verl's dataclass to build: no meaning outside verl
-     34 reward models are off
+     31 reward models are off
      13 memory saving
      13 multi-turn is off
      11 a copy of model.mtp (checked there)
@@ -519,7 +520,7 @@ dropped at the YAML's values (493): no effect in rlctl
       3 unset (the per-GPU size is used)
       3 used only by the clip_cov policy loss
       3 weight-sync transport
-    133 for 110 other reasons
+    136 for 112 other reasons
    (`--report FILE` lists each key with its reason)
 """, 'ppo_moe': """\
 verl config tests/cli/migrate_fixtures/ppo_megatron_trainer.yaml + 45 overrides (45 from ppo_moe_qwen1.5_megatron.sh)
@@ -658,7 +659,7 @@ dropped, set by the overrides (18): no effect in rlctl
 dropped at the YAML's values (544): no effect in rlctl
      89 profiling
      55 verl's dataclass to build: no meaning outside verl
-     39 reward models are off
+     36 reward models are off
      33 LoRA is off
      15 at False
      15 recompute detail (the granularity is mapped)
@@ -698,7 +699,7 @@ dropped at the YAML's values (544): no effect in rlctl
       3 unset (the per-GPU size is used)
       3 used only by the clip_cov policy loss
       3 weight-sync transport
-    126 for 104 other reasons
+    129 for 106 other reasons
    (`--report FILE` lists each key with its reason)
 """})[case]
     assert _clean(out.read_text(), tmp_path) == snapshot({'grpo_fsdp': """\
@@ -1251,24 +1252,12 @@ def test_dapo_moe_run_is_refused_key_by_key(rlctl, tmp_path: Path) -> None:  # t
                    "-o", str(out), code=2)
     assert not out.exists()
     assert result.stderr == snapshot("""\
-error: cannot migrate faithfully (9 problems); nothing written:
+error: cannot migrate faithfully (3 problems); nothing written:
   trainer.total_epochs: 10 epochs: verl runs epochs x (training rows // data.train_batch_size) steps, and the row count is unknown
       fix: pass --train-rows N (rows of the training set), or set trainer.total_training_steps
   actor_rollout_ref.actor.optim.lr_warmup_steps: verl steps the learning-rate schedule once per training step, rlctl once per optimizer step, and this recipe makes 4 optimizer steps per training step: the warm-up / decay would not match
       fix: use a constant schedule without warm-up, or one minibatch and one epoch
   actor_rollout_ref.model.override_config.model_config.max_position_embeddings: 10240: an override of the model's config, which rlctl cannot reproduce
-      fix: remove the override, or keep this run on verl
-  reward_manager.name: 'dapo': reward shaping by this reward manager, which rlctl cannot reproduce
-      fix: set it to 'naive', or keep this run on verl
-  reward_model.reward_manager: 'dapo': reward shaping by this reward manager (e.g. dapo's overlong penalty), which rlctl cannot reproduce
-      fix: set it to 'naive', or keep this run on verl
-  reward_model.reward_kwargs.overlong_buffer_cfg.enable: True: reward-manager arguments, which rlctl cannot reproduce
-      fix: remove the override, or keep this run on verl
-  reward_model.reward_kwargs.overlong_buffer_cfg.len: 4096: reward-manager arguments, which rlctl cannot reproduce
-      fix: remove the override, or keep this run on verl
-  reward_model.reward_kwargs.overlong_buffer_cfg.penalty_factor: 1.0: reward-manager arguments, which rlctl cannot reproduce
-      fix: remove the override, or keep this run on verl
-  reward_model.reward_kwargs.max_resp_len: 8192: reward-manager arguments, which rlctl cannot reproduce
       fix: remove the override, or keep this run on verl
 """)
     assert "   $NNODES unset: the script's default '1' (--var NNODES=... to change it)" \

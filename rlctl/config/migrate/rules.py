@@ -223,18 +223,24 @@ RULES: tuple[Rule, ...] = (
     drop("data.datagen.name", "no generated data"),
     only("data.apply_chat_template_kwargs", ({},), "chat-template arguments change the prompts"),
     # rewards
-    only("reward_model.enable", (False,), "model-based rewards are not in rlctl yet"),
+    # (reward_model.enable / .model.*, the dapo manager and its overlong buffer are mapped
+    # by translate_reward_model and translate_dapo; these are what is left)
     only("reward_model.reward_manager", ("naive",), "reward shaping by this reward manager "
-         "(e.g. dapo's overlong penalty)"),
-    only("reward_model.reward_kwargs.*", OFF, "reward-manager arguments"),
+         "(naive and dapo are mapped)"),
+    only("reward_model.reward_kwargs.*", OFF, "reward-manager arguments (the dapo manager's "
+         "overlong_buffer_cfg and max_resp_len are mapped)"),
     only("reward_model.reward_kwargs", ({},), "reward-manager arguments"),
     only("reward_manager.name", ("naive",), "reward shaping by this reward manager"),
+    only("reward_model.reward_loop_module_path", (None,), "a custom reward loop"),
+    drop("reward_model.reward_loop_source", "no custom reward loop"),
+    drop("reward_model.reward_loop_class_name", "no custom reward loop"),
     only("reward_manager.source", ("register",), "a custom reward manager"),
     only("reward_manager.module.path", (None,), "a custom reward manager"),
     drop("reward_manager.module.name", "no custom reward manager"),
     only("reward_model.sandbox_fusion.url", (None,), "sandboxed code execution"),
     drop("reward_model.launch_reward_fn_async", "reward scheduling (speed)"),
     drop("reward_model.*", "reward models are off"),
+    drop("algorithm.filter_groups._target_", "verl's dataclass to build"),
     # algorithm
     only("algorithm.use_pf_ppo", (False,), "preference-feedback PPO re-weighting"),
     drop("algorithm.pf_ppo.*", "pf_ppo is off"),

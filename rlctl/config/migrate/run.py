@@ -16,6 +16,7 @@ from rlctl.config.migrate.translate_algorithm import (
     translate_kl,
     translate_loss,
 )
+from rlctl.config.migrate.translate_dapo import translate_dynamic_sampling, translate_reward_manager
 from rlctl.config.migrate.translate_engines import (
     log_prob_micro,
     total_steps,
@@ -27,6 +28,7 @@ from rlctl.config.migrate.translate_engines import (
     translate_schedule,
 )
 from rlctl.config.migrate.translate_optim import put_optim, read_optim, translate_critic
+from rlctl.config.migrate.translate_reward_model import translate_reward_model
 from rlctl.config.migrate.verl_config import Override, VerlConfigError, load_verl_config
 
 
@@ -136,7 +138,10 @@ def migrate(inputs: Inputs) -> Migration:
         translate_rollout(lg, layout)
         log_prob_micro(lg, batch.data_parallel_size if batch else layout.world)
     translate_model(lg)
-    translate_data(lg, list(inputs.rewards), names["reward_function"])
+    reward_model = translate_reward_model(lg)
+    translate_data(lg, list(inputs.rewards), names["reward_function"], reward_model)
+    translate_reward_manager(lg, reward_model is not None)
+    translate_dynamic_sampling(lg, list(inputs.rewards), reward_model is not None)
     translate_schedule(lg, steps)
     translate_run(lg, layout.backend if layout else None)
     from rlctl.config.migrate.rules import apply_rules

@@ -271,7 +271,8 @@ def translate_model(lg: Ledger) -> None:
                           "the policy's model.gradient_checkpointing")
 
 
-def translate_data(lg: Ledger, rewards: list[str], known_rewards: list[str]) -> None:
+def translate_data(lg: Ledger, rewards: list[str], known_rewards: list[str],
+                   reward_model: dict[str, Any] | None = None) -> None:
     for split, verl in (("train", "data.train_files"), ("val", "data.val_files")):
         files = lg.take(verl, f"data.{split}")
         files = [files] if isinstance(files, str) else list(files or [])
@@ -295,11 +296,20 @@ def translate_data(lg: Ledger, rewards: list[str], known_rewards: list[str]) -> 
         lg.drop("data.reward_fn_key", "data_source, which rlctl also hands to rewards")
     else:
         lg.ignore("data.reward_fn_key", "rlctl hands rewards the data_source column")
-    _rewards(lg, rewards, known_rewards)
+    _rewards(lg, rewards, known_rewards, reward_model)
 
 
-def _rewards(lg: Ledger, rewards: list[str], known: list[str]) -> None:
+def _rewards(lg: Ledger, rewards: list[str], known: list[str],
+             reward_model: dict[str, Any] | None) -> None:
     custom = "custom_reward_function.path"
+    if reward_model is not None:  # verl's managers return the reward model's score alone
+        lg.put("rewards", [reward_model], "reward_model.enable")
+        lg.drop(custom, "not called: the reward model scores")
+        lg.drop("custom_reward_function.name", "not called: the reward model scores")
+        if rewards:
+            lg.notes.append(f"--reward {' '.join(rewards)}: not used, verl scores with the "
+                            "reward model alone")
+        return
     for name in rewards:
         if name not in known:
             lg.problems.append(_problem("--reward", f'no reward function "{name}" is registered',

@@ -30,6 +30,15 @@ def training_roles(recipe: Recipe) -> tuple[str, ...]:
     return tuple(roles)
 
 
+def uses_reward_models(recipe: Recipe, registry: Any) -> bool:
+    """Whether a ``[[rewards]]`` entry is a model reward (it needs the reward workers)."""
+    from rlctl.rewards.reward_set import reward_kind
+    from rlctl.trainer.worker.reward_sections import effective_rewards
+
+    return any(reward_kind(registry.get("reward_function", r.name)) == "model"
+               for r in effective_rewards(recipe, registry))
+
+
 class Session:
     """Owns the run's processes; use as a context manager so everything is always closed."""
 
@@ -41,6 +50,7 @@ class Session:
         self.run_id = run_id
         self.stack = ExitStack()
         self.meter = TrafficMeter()
+        self.reward: WorkerGroup | None = None  # started only when a reward is a model
 
     def __enter__(self) -> Session:
         try:
@@ -87,6 +97,10 @@ class Session:
             torch.set_num_threads(cpus)
             self.rollout: WorkerGroup = self._local_group("rollout", self._rollout_worker(0, None))
             self.train: WorkerGroup = self._local_group("train", self._training_worker(0, 1, free_port(), None))
+            if uses_reward_models(recipe, registry):
+                from rlctl.trainer.worker.reward_worker import RewardWorker
+
+                self.reward = self._local_group("reward", RewardWorker(recipe, self.plane))
         else:
             from rlctl.trainer.worker.rollout_worker import RolloutWorker
             from rlctl.trainer.worker.training_worker import TrainingWorker
@@ -118,6 +132,17 @@ class Session:
                 **self._bounds(),
             )
             self.stack.callback(self.rollout.shutdown)
+            if uses_reward_models(recipe, registry):
+                from rlctl.trainer.worker.reward_worker import RewardWorker
+
+                count = recipe.engines.reward.workers
+                self.reward = RayWorkerGroup(
+                    "reward", RewardWorker,
+                    [{"recipe": recipe, "plane": self.plane, "rank": r,
+                      "threads": max(cpus // count, 1)} for r in range(count)],
+                    self.meter,
+                )
+                self.stack.callback(self.reward.shutdown)
 
         tokenizer = load_tokenizer(recipe.model)
         task_options = self.loaded.options_for("data.task_options")
@@ -142,6 +167,7 @@ class Session:
             run_dir=self.run_dir,
             staleness=registry.load("staleness_policy", recipe.algorithm.staleness.policy)(
                 self.loaded.options_for("algorithm.staleness.options")),
+            reward=self.reward,
         )
         # Version 0: the rollout engines start from exactly the actor's initial weights.
         self.trainer.sync_weights(version=0)

@@ -56,8 +56,10 @@ class Trainer:
         use_object_refs: bool,
         run_dir: Any = None,
         staleness: Any = None,
+        reward: WorkerGroup | None = None,
     ) -> None:
         from rlctl.algorithms.kl import make_kl_controller
+        from rlctl.trainer.controller.dynamic_sampling import DynamicSampler
 
         self.recipe = recipe
         self.derived = derived
@@ -70,7 +72,14 @@ class Trainer:
         self.meter = meter
         self.use_object_refs = use_object_refs
         self.run_dir = run_dir
+        self.reward = reward  # reward-model workers; None when no reward is a model
         alg = recipe.algorithm
+        self.dynamic = (
+            DynamicSampler(alg.dynamic_sampling, alg.prompts_per_step, rollout=rollout,
+                           discard=self.cleanup)
+            if alg.dynamic_sampling.enabled else None
+        )
+        self.sampling_stats: dict[str, float] = {}
         self.uses_ref = alg.kl.apply_in != "none"
         self.uses_critic = recipe.critic.enabled
         kl = alg.kl
@@ -144,9 +153,21 @@ class Trainer:
 
     # ================================================================== phases
     def generate(self, partition: str, step: int, sampling: SamplingParams, n: int) -> KVBatchMeta:
-        """Prompts -> rollout -> replay-buffer sample: the step's samples, all terminal."""
-        feeder = self.feeder if partition == TRAIN else self.val_feeder
+        """The step's scored samples, all terminal; with dynamic sampling (DAPO) only groups
+        whose rewards differ, drawn until the step is full."""
+        self.rollout_counts: dict[str, mr.Partial] = {}
+        if partition == TRAIN and self.dynamic is not None:
+            batch, self.sampling_stats = self.dynamic.fill(
+                lambda count: self.draw(partition, step, sampling, n, count))
+            return batch
         count = self.recipe.algorithm.prompts_per_step if partition == TRAIN else self.recipe.data.val_size
+        return self.draw(partition, step, sampling, n, count)
+
+    def draw(
+        self, partition: str, step: int, sampling: SamplingParams, n: int, count: int
+    ) -> KVBatchMeta:
+        """``count`` prompts -> rollout -> model rewards -> replay-buffer sample."""
+        feeder = self.feeder if partition == TRAIN else self.val_feeder
         prompts = feeder.next_batch(count, partition=partition, global_step=step, n=n)
         self.replay.add(partition, [(uid, n, step) for uid in prompts.keys])
         chunks = prompts.chunk(self.rollout.world_size)
@@ -158,9 +179,17 @@ class Trainer:
         try:
             batch = self.wait_for_samples(partition, step, pending)
             counts = self.rollout.wait(pending, timeout=self.recipe.schedule.sample_timeout_s)
+            if len(prompts) < len(set(batch.tag_values("uid"))):  # the groups kept from earlier draws
+                mine = set(prompts.keys)
+                batch = batch.select([i for i, u in enumerate(batch.tag_values("uid")) if u in mine])
+            if self.reward is not None:  # reward models read the prompts' ground truth too
+                with self.timer("reward_model"):
+                    self.reward.call("score", self.per_rank(batch.chunk(self.reward.world_size)),
+                                     prompts=prompts, timeout=self.recipe.schedule.sample_timeout_s)
         finally:
             self.plane.kv_clear(list(prompts.keys), prompts.partition_id)
-        self.rollout_counts = mr.merge([{k: mr.scalar_partial(v) for k, v in c.items()} for c in counts])
+        drawn = [{k: mr.scalar_partial(v) for k, v in c.items()} for c in counts]
+        self.rollout_counts = mr.merge([self.rollout_counts, *drawn])
         return batch
 
     def wait_for_samples(self, partition: str, step: int, pending: Any) -> KVBatchMeta:
@@ -299,4 +328,5 @@ class Trainer:
         metrics["rollout/failures"] = self.rollout_counts.get("failures", (0, 1, 0, 0))[0]
         metrics["actor/kl_coef"] = float(self.kl_ctl.value)
         metrics["training/policy_version"] = float(self.policy_version)
+        metrics.update(self.sampling_stats)  # dynamic_sampling/*: groups drawn, kept, draws
         return metrics

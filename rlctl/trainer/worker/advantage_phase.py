@@ -14,7 +14,7 @@ from rlctl.config.recipe import Recipe
 from rlctl.protocol.kv import KVBatchMeta
 from rlctl.trainer import metric_reduce as mr
 from rlctl.trainer.worker.fields import mask_from_lengths, to_jagged, to_padded
-from rlctl.trainer.worker.reward_sections import effective_rewards
+from rlctl.trainer.worker.reward_sections import effective_rewards, reward_fields
 
 # estimator `requires` name -> data-plane field holding it
 REQUIRED_FIELDS = {
@@ -45,7 +45,7 @@ def run_advantage_phase(
     if kl_in_reward:
         wanted += ["old_log_probs", "ref_log_probs"]
     rewards = effective_rewards(recipe, registry)
-    reward_names = [f"reward/{r.name}" for r in rewards]
+    reward_names = reward_fields(recipe, registry)
     wanted += reward_names
     wanted = list(dict.fromkeys(wanted))
     keys = list(meta.keys)

@@ -84,6 +84,7 @@ class RolloutWorker:
         sections = effective_rewards(self.recipe, registry)
         options = [self.loaded.option_kwargs(f"rewards[{i}].options") for i in range(len(sections))]
         self.rewards = RewardSet.from_sections(sections, registry, options)
+        self.judges = RewardSet.from_sections(sections, registry, options, kind="judge")
         eos = self.tokenizer.eos_token_id
         self.eos_ids = [eos] if isinstance(eos, int) else list(eos or [])
         return True
@@ -120,6 +121,12 @@ class RolloutWorker:
         counts["idle_s"] = 0.0 if self._idle_since is None else started - self._idle_since
         self._idle_since = time.monotonic()
         return counts
+
+    def varied_groups(self, meta: KVBatchMeta, field: str) -> list[str]:
+        """The uids of ``meta`` whose samples differ in ``field`` (dynamic sampling)."""
+        from rlctl.trainer.worker.group_filter import varied_groups
+
+        return varied_groups(self.plane, meta, field)
 
     # ------------------------------------------------------------------ inspection
     def dump_samples(self, meta: KVBatchMeta, path: str) -> int:
@@ -230,7 +237,7 @@ class _StepRollout:
                 failures.append((make_key(rec.uid, session_id, 0), err))
                 continue
             for index, out in enumerate(result):
-                outputs.append(self._score(make_key(rec.uid, session_id, index), rec, out))
+                outputs.append(await self._score(make_key(rec.uid, session_id, index), rec, out))
         if outputs:
             await self._write(outputs)
         if failures:
@@ -241,7 +248,7 @@ class _StepRollout:
             await self.worker.plane.async_kv_batch_put([k for k, _ in failures], self.partition, None, tags)
         return len(outputs), len(failures)
 
-    def _score(self, key: str, rec: PromptRecord, out: AgentOutput) -> _Scored:
+    async def _score(self, key: str, rec: PromptRecord, out: AgentOutput) -> _Scored:
         from rlctl.plugin_errors import PluginCallError
         from rlctl.rewards.base import RewardInput
 
@@ -256,13 +263,39 @@ class _StepRollout:
         )
         try:
             result = self.worker.rewards(sample)  # {"score", "<name>", "<name>/<component>"}
+            if self.worker.judges:
+                judged = await self.worker.judges.judge(sample, self._ask)
+                result = {**result, **judged, "score": result["score"] + judged["score"]}
         except PluginCallError as exc:  # names the reward's plugin and file:line already
             context = f"scoring sample {key} (data source {rec.data_source!r})"
             raise exc.within(context) from exc.__cause__
         except Exception as exc:
             raise RuntimeError(f"scoring sample {key} (data source {rec.data_source!r}) failed: {exc}") from exc
         parts = {f"reward/{k}": float(v) for k, v in result.items() if k != "score"}
-        return _Scored(key, rec.uid, out, float(result["score"]), parts)
+        score = float(result["score"])
+        overlong = self.worker.recipe.algorithm.overlong
+        if overlong.buffer_len:  # DAPO's soft overlong punishment, part of the score
+            from rlctl.algorithms.overlong import overlong_penalty
+
+            penalty = overlong_penalty(
+                len(out.response_ids), buffer_len=overlong.buffer_len,
+                max_tokens=overlong.max_tokens or self.worker.recipe.rollout.max_new_tokens,
+                penalty_factor=overlong.penalty_factor)
+            parts["reward/overlong"] = penalty
+            score += penalty
+        return _Scored(key, rec.uid, out, score, parts)
+
+    async def _ask(self, text: str, *, max_new_tokens: int, temperature: float,
+                   chat: bool = True) -> str:
+        """A judge's question to the rollout engine: text in, decoded reply out."""
+        from rlctl.tasks import Prompt, tokenize_prompt
+
+        prompt = Prompt(ground_truth={}, data_source="judge",
+                        messages=[{"role": "user", "content": text}])
+        ids = tokenize_prompt(prompt, self.worker.tokenizer, apply_chat_template=chat)
+        sampling = SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature)
+        gen = await self.worker.engine.generate(ids, sampling)
+        return self.worker.tokenizer.decode(gen.token_ids, skip_special_tokens=True)
 
     async def _write(self, items: list[_Scored]) -> None:
         """Queue outputs for the data plane; outputs finishing together share one put.

@@ -179,17 +179,28 @@ class TrainingWorker:
             needed.append("rollout_log_probs")
         loss_fn = build_actor_loss(self.recipe, self.registry, kl_coef=kl_coef,
                                    options=self.loaded.option_kwargs("algorithm.loss.options"))
-        return self._update("actor", meta, pad_to, needed, loss_fn, step)
+        masked = None
+        if self.recipe.algorithm.overlong.filter:
+            # DAPO's overlong filtering: a truncated response adds no loss and no tokens
+            masked = [f == "length" for f in meta.tag_values("finish_reason")]
+        return self._update("actor", meta, pad_to, needed, loss_fn, step, masked=masked)
 
     def update_critic(self, meta: KVBatchMeta, pad_to: int, step: int) -> dict[str, mr.Partial]:
         return self._update("critic", meta, pad_to, ["values", "returns"], self.critic_loss, step)
 
-    def _update(self, role: str, meta: KVBatchMeta, pad_to: int, needed: list[str], loss_fn: Any, step: int) -> dict[str, mr.Partial]:
-        """Epochs x minibatches of optimizer steps over this rank's shard."""
+    def _update(self, role: str, meta: KVBatchMeta, pad_to: int, needed: list[str], loss_fn: Any,
+                step: int, masked: list[bool] | None = None) -> dict[str, mr.Partial]:
+        """Epochs x minibatches of optimizer steps over this rank's shard; ``masked`` rows
+        (one flag per sample of ``meta``) are left out of the loss."""
         import torch
 
         alg = self.recipe.algorithm
         batch, fields, _ = self._model_batch(meta, needed, pad_to)
+        if masked is not None and any(masked):
+            rows_out = torch.zeros(batch.responses.shape[0], dtype=torch.bool)  # [B']
+            rows_out[: len(masked)] = torch.as_tensor(masked)
+            fields["response_mask"][rows_out] = 0.0
+            batch.response_mask[rows_out] = 0.0
         engine = self.engines[role]
         rows = batch.responses.shape[0]
         per_mb = max(rows // alg.minibatches, 1)
@@ -232,9 +243,9 @@ class TrainingWorker:
         """Score and per-reward partials of ``meta`` (validation: no advantages needed)."""
         if len(meta) == 0:
             return {}
-        from rlctl.trainer.worker.reward_sections import effective_rewards
+        from rlctl.trainer.worker.reward_sections import reward_fields
 
-        names = ["score"] + [f"reward/{r.name}" for r in effective_rewards(self.recipe, self.registry)]
+        names = ["score"] + reward_fields(self.recipe, self.registry)
         td = self.plane.kv_batch_get(list(meta.keys), meta.partition_id, names)
         partials = {
             ("critic/score" if n == "score" else n): mr.partial_of(td[n].float().reshape(-1).tolist())
