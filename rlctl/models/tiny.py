@@ -11,7 +11,7 @@ about 76k parameters, that learns ``count_digits`` by GRPO on a CPU in about a m
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from transformers import (
@@ -60,6 +60,28 @@ def build_tiny_tokenizer() -> PreTrainedTokenizerFast:
     return fast
 
 
+def _tiny_config(tiny: TinyModelSection, vocab_size: int, **head: Any) -> Any:
+    """The ``Qwen3Config`` of the tiny shape; ``head``: what the model class adds (tied
+    embeddings for the policy, one label for a reward model)."""
+    from transformers import Qwen3Config
+
+    return Qwen3Config(
+        vocab_size=vocab_size,
+        hidden_size=tiny.hidden_size,
+        intermediate_size=tiny.intermediate_size,
+        num_hidden_layers=tiny.num_hidden_layers,
+        num_attention_heads=tiny.num_attention_heads,
+        num_key_value_heads=tiny.num_key_value_heads,
+        head_dim=tiny.head_dim,
+        max_position_embeddings=tiny.max_position_embeddings,
+        pad_token_id=PAD_ID,
+        bos_token_id=BOS_ID,
+        eos_token_id=EOS_ID,
+        attention_dropout=0.0,
+        **head,
+    )
+
+
 def build_tiny_model(
     tiny: TinyModelSection, seed: int, vocab_size: int = len(TINY_VOCAB)
 ) -> Qwen3ForCausalLM:
@@ -69,23 +91,9 @@ def build_tiny_model(
     stream (the actor, the reference and the rollout engine each build one).
     """
     import torch
-    from transformers import Qwen3Config, Qwen3ForCausalLM
+    from transformers import Qwen3ForCausalLM
 
-    config = Qwen3Config(
-        vocab_size=vocab_size,
-        hidden_size=tiny.hidden_size,
-        intermediate_size=tiny.intermediate_size,
-        num_hidden_layers=tiny.num_hidden_layers,
-        num_attention_heads=tiny.num_attention_heads,
-        num_key_value_heads=tiny.num_key_value_heads,
-        head_dim=tiny.head_dim,
-        max_position_embeddings=tiny.max_position_embeddings,
-        tie_word_embeddings=True,
-        pad_token_id=PAD_ID,
-        bos_token_id=BOS_ID,
-        eos_token_id=EOS_ID,
-        attention_dropout=0.0,
-    )
+    config = _tiny_config(tiny, vocab_size, tie_word_embeddings=True)
     config._attn_implementation = "sdpa"
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -105,23 +113,9 @@ def build_tiny_reward_model(
     checkpoint ``[[rewards]] name = "reward_model"`` loads like any HF reward model, offline.
     """
     import torch
-    from transformers import Qwen3Config, Qwen3ForSequenceClassification
+    from transformers import Qwen3ForSequenceClassification
 
-    config = Qwen3Config(
-        vocab_size=vocab_size,
-        hidden_size=tiny.hidden_size,
-        intermediate_size=tiny.intermediate_size,
-        num_hidden_layers=tiny.num_hidden_layers,
-        num_attention_heads=tiny.num_attention_heads,
-        num_key_value_heads=tiny.num_key_value_heads,
-        head_dim=tiny.head_dim,
-        max_position_embeddings=tiny.max_position_embeddings,
-        num_labels=1,
-        pad_token_id=PAD_ID,
-        bos_token_id=BOS_ID,
-        eos_token_id=EOS_ID,
-        attention_dropout=0.0,
-    )
+    config = _tiny_config(tiny, vocab_size, num_labels=1)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = Qwen3ForSequenceClassification(config)
