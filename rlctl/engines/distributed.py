@@ -1,7 +1,7 @@
 """torch.distributed setup and the few collectives engines need.
 
 Callers (worker groups) set ``MASTER_ADDR``, ``MASTER_PORT``, ``RANK`` and ``WORLD_SIZE``;
-a world of one needs nothing (a free loopback port is picked). Rank 0's rendezvous store
+a world of one needs nothing (a free loopback port is picked, whatever the environment says). Rank 0's rendezvous store
 listens on ``MASTER_ADDR`` only (:mod:`rlctl.engines.rendezvous`; rlctl's worker groups set
 127.0.0.1), and on loopback gloo / NCCL keep their connections on ``lo`` too.
 """
@@ -35,15 +35,18 @@ def ensure_process_group(rank: int, world_size: int, device: str) -> None:
             )
         return
     if world_size == 1:
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", str(free_port()))
-    for var in ("MASTER_ADDR", "MASTER_PORT"):
-        if var not in os.environ:
-            raise RuntimeError(
-                f"{var} is not set: a {world_size}-rank engine needs MASTER_ADDR and "
-                "MASTER_PORT from the worker group that started it"
-            )
-    host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+        # A fresh port, never one from the environment: a MASTER_PORT inherited from a parent
+        # may be a port the parent's own store still holds. Not written back to os.environ, so
+        # children of this process do not inherit it either.
+        host, port = "127.0.0.1", free_port()
+    else:
+        for var in ("MASTER_ADDR", "MASTER_PORT"):
+            if var not in os.environ:
+                raise RuntimeError(
+                    f"{var} is not set: a {world_size}-rank engine needs MASTER_ADDR and "
+                    "MASTER_PORT from the worker group that started it"
+                )
+        host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
     # gloo and NCCL pick the first interface by default; loopback keeps single-node runs local.
     keep_collectives_local(host)
     if device.startswith("cuda"):

@@ -87,3 +87,26 @@ def test_without_a_process_group_the_value_comes_back_on_the_given_device():
     assert all_reduce_sum(torch.tensor(2.5), "cpu") == 2.5
     assert all_reduce_max_int(7, "cpu") == 7
     assert group_device() == torch.device("cpu")
+
+
+WORLD_OF_ONE = """
+import os, socket, sys
+held = socket.socket(); held.bind(("127.0.0.1", 0)); held.listen()
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(held.getsockname()[1]))
+import torch.distributed as dist
+from rlctl.engines.distributed import ensure_process_group
+ensure_process_group(0, 1, "cpu")
+assert dist.get_world_size() == 1
+assert os.environ["MASTER_PORT"] == str(held.getsockname()[1])  # not rewritten for children
+print("ONE-OK")
+"""
+
+
+def test_a_world_of_one_ignores_a_master_port_it_inherited():
+    """A parent's MASTER_PORT (whose store the parent may still hold) is not a world of one's."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", WORLD_OF_ONE], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert "ONE-OK" in proc.stdout, proc.stderr[-2000:]

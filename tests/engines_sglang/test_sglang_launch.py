@@ -162,8 +162,11 @@ def test_weight_group_broadcasts_to_a_peer_built_like_sglangs_side():
     port = free_port()
     peer = subprocess.Popen([sys.executable, "-c", PEER, str(port), "g-test"], stdout=subprocess.PIPE, text=True)
     try:
+        default_before = dist.is_initialized() and dist.get_world_size()
         group = new_group_as_rank0("127.0.0.1", port, 2, "g-test", "gloo", timeout_s=60)
-        assert not dist.is_initialized()  # a group of its own, not the default one
+        # a group of its own: the default one (an earlier test's, or none) is left as it was
+        assert (dist.is_initialized() and dist.get_world_size()) == default_before
+        assert group is not dist.GroupMember.WORLD
         dist.broadcast(torch.full((3, 4), 0.5), src=0, group=group)
         out, _ = peer.communicate(timeout=60)
         assert float(out) == 6.0

@@ -92,31 +92,42 @@ else:
 """
 
 
+# Run in a fresh interpreter: the test session may already hold a Ray cluster of its own (the
+# data-plane suites start one), and start_ray joins nothing when Ray is up in this process.
+PRIVATE_CLUSTER = """
+import os, stat, subprocess, sys
+import ray
+from rlctl.trainer.controller.runtime import start_ray, stop_ray
+
+JOIN = sys.argv[1]
+os.environ.pop("RAY_AUTH_MODE", None)
+assert start_ray(address=None, num_cpus=1)
+try:
+    node = ray._private.worker.global_worker.node
+    run_dir = os.path.dirname(node.get_session_dir_path())
+    base = os.path.dirname(run_dir)
+    assert stat.S_IMODE(os.stat(base).st_mode) == 0o700 and os.stat(base).st_uid == os.getuid()
+    token = os.environ["RAY_AUTH_TOKEN_PATH"]
+    assert os.path.dirname(token) == run_dir and stat.S_IMODE(os.stat(token).st_mode) == 0o600
+    assert os.environ["RAY_AUTH_MODE"] == "token"
+    intruder = subprocess.run([sys.executable, "-c", JOIN, node.gcs_address, "without-token"],
+                              capture_output=True, text=True, timeout=120, check=False)
+    assert "REFUSED" in intruder.stdout, intruder.stdout + intruder.stderr[-2000:]
+    # the same join with the run's token works: the refusal above was the token's doing
+    friend = subprocess.run([sys.executable, "-c", JOIN, node.gcs_address, "with-token"],
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert "JOINED" in friend.stdout, friend.stdout + friend.stderr[-2000:]
+finally:
+    stop_ray()
+assert not os.path.exists(run_dir)  # a run cleans its own directory
+assert "RAY_AUTH_TOKEN_PATH" not in os.environ and "RAY_AUTH_MODE" not in os.environ
+print("PRIVATE-OK")
+"""
+
+
 @pytest.mark.slow
-def test_a_started_cluster_is_private_and_needs_its_token(monkeypatch):
-    import ray
-
-    from rlctl.trainer.controller.runtime import start_ray, stop_ray
-
-    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
-    assert start_ray(address=None, num_cpus=1)
-    try:
-        node = ray._private.worker.global_worker.node
-        session = node.get_session_dir_path()
-        run_dir = os.path.dirname(session)
-        base = os.path.dirname(run_dir)
-        assert stat.S_IMODE(os.stat(base).st_mode) == 0o700 and os.stat(base).st_uid == os.getuid()
-        token = os.environ["RAY_AUTH_TOKEN_PATH"]
-        assert os.path.dirname(token) == run_dir and stat.S_IMODE(os.stat(token).st_mode) == 0o600
-        assert os.environ["RAY_AUTH_MODE"] == "token"
-        intruder = subprocess.run([sys.executable, "-c", JOIN, node.gcs_address, "without-token"],
-                                  capture_output=True, text=True, timeout=120, check=False)
-        assert "REFUSED" in intruder.stdout, intruder.stdout + intruder.stderr[-2000:]
-        # the same join with the run's token works: the refusal above was the token's doing
-        friend = subprocess.run([sys.executable, "-c", JOIN, node.gcs_address, "with-token"],
-                                capture_output=True, text=True, timeout=120, check=False)
-        assert "JOINED" in friend.stdout, friend.stdout + friend.stderr[-2000:]
-    finally:
-        stop_ray()
-    assert not os.path.exists(run_dir)  # a run cleans its own directory
-    assert "RAY_AUTH_TOKEN_PATH" not in os.environ and "RAY_AUTH_MODE" not in os.environ
+def test_a_started_cluster_is_private_and_needs_its_token():
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_AUTH_MODE")}
+    proc = subprocess.run([sys.executable, "-c", PRIVATE_CLUSTER, JOIN], capture_output=True,
+                          text=True, timeout=300, env=env, check=False)
+    assert proc.returncode == 0 and "PRIVATE-OK" in proc.stdout, proc.stdout + proc.stderr[-3000:]
