@@ -8,7 +8,8 @@ go through the same hooks. External loading is controlled by ``RLCTL_PLUGINS``:
 * ``a,b``: load only the entry points named ``a`` and ``b``.
 
 A plugin that fails to import or register is recorded in :attr:`Registry.failures` and
-never breaks the CLI.
+never breaks the CLI. Registration is all or nothing per plugin: one that raises half-way, or
+claims a name another plugin holds, registers nothing (see :meth:`Registry._admit`).
 """
 
 from __future__ import annotations
@@ -23,43 +24,18 @@ from typing import Any
 
 import pluggy
 
-from rlctl import hookspecs
+from rlctl import hookspecs, registry_targets
 
 ENTRY_POINT_GROUP = "rlctl"
 PLUGINS_ENV = "RLCTL_PLUGINS"
 
-# kind -> registration hook name. The kind names are what `plugins list` and errors show.
-KINDS: dict[str, str] = {
-    "model_engine": "register_model_engines",
-    "rollout_engine": "register_rollout_engines",
-    "weight_sync": "register_weight_syncs",
-    "advantage_estimator": "register_advantage_estimators",
-    "policy_loss": "register_policy_losses",
-    "reward_function": "register_reward_functions",
-    "task": "register_tasks",
-    "agent_loop": "register_agent_loops",
-    "data_plane": "register_data_planes",
-    "metric_sink": "register_metric_sinks",
-    # agents (issue 15)
-    "tool": "register_tools",
-    "tool_parser": "register_tool_parsers",
-    "environment": "register_environments",
-}
+# kind -> registration hook name; each kind is declared once, on its hook (hookspecs).
+KINDS: dict[str, str] = {k.name: k.hook for k in hookspecs.PLUGIN_KINDS.values()}
 
-# Built-in plugin modules, registered exactly like third-party ones.
+# Built-in plugin modules, registered exactly like third-party ones: one per kind, then the
+# modules that add commands or checks only.
 BUILTIN_MODULES: tuple[str, ...] = (
-    "rlctl.plugins.model_engines",
-    "rlctl.plugins.rollout_engines",
-    "rlctl.plugins.weight_syncs",
-    "rlctl.plugins.estimators",
-    "rlctl.plugins.policy_losses",
-    "rlctl.plugins.rewards",
-    "rlctl.plugins.tasks",
-    "rlctl.plugins.agent_loops",
-    "rlctl.plugins.data_planes",
-    "rlctl.plugins.metric_sinks",
-    "rlctl.plugins.tools",
-    "rlctl.plugins.environments",
+    *(k.builtin for k in hookspecs.PLUGIN_KINDS.values()),
     "rlctl.cli.bench_cmd",
     "rlctl.cli.engines_cmd",
     "rlctl.cli.runs_cmd",
@@ -71,8 +47,8 @@ class RegistryError(Exception):
     """A registration conflict or lookup failure."""
 
 
-class NotImplementedYet(RegistryError):
-    """A registered name whose implementation has not landed."""
+class TargetError(RegistryError, ImportError):
+    """A registration's lazy ``module:attr`` target does not import; names plugin and name."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +61,18 @@ class PluginInfo:
     version: str
     builtin: bool
 
+    def describe(self) -> str:
+        """Who to blame, in words: ``plugin shout (entry point `shout = pkg.plugin` of ...)``."""
+        if self.builtin:
+            return f"built-in plugin {self.name}"
+        if self.distribution == IN_PROCESS:
+            return f"in-process plugin {self.name}"
+        return (f"plugin {self.name} (entry point `{self.name} = {self.module}` of "
+                f"{self.distribution} {self.version})")
+
+
+IN_PROCESS = "(in-process)"  # PluginInfo.distribution of plugins passed as build_registry(extra=)
+
 
 @dataclass
 class Registration:
@@ -92,31 +80,51 @@ class Registration:
 
     kind: str
     name: str
-    target: Any  # callable, class, "module:attr" string, or None (not implemented yet)
+    target: Any  # callable, class, or lazy "module:attr" string
     plugin: PluginInfo
     options: type | None = None
     description: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def implemented(self) -> bool:
-        return self.target is not None
+    def describe(self) -> str:
+        """``reward function "shout" of plugin shout (entry point ...)`` for messages."""
+        return f'{self.kind.replace("_", " ")} "{self.name}" of {self.plugin.describe()}'
 
     def load(self) -> Any:
-        """Resolve the implementation, importing a lazy ``module:attr`` target."""
-        if self.target is None:
-            raise NotImplementedYet(
-                f"{self.kind.replace('_', ' ')} {self.name!r} is registered by "
-                f"{self.plugin.name} but not implemented yet; choose another "
-                f"{self.kind.replace('_', ' ')}"
-            )
+        """Resolve the implementation, importing a lazy ``module:attr`` target.
+
+        A target that does not import raises :class:`TargetError` naming the plugin, the
+        kind, the name and the target (``rlctl plugins list --check`` finds these early).
+        """
         if isinstance(self.target, str):
-            module_name, _, attr = self.target.partition(":")
-            obj: Any = importlib.import_module(module_name)
-            for part in attr.split("."):
-                obj = getattr(obj, part)
-            return obj
+            try:
+                return registry_targets.resolve(self.target)
+            except Exception as exc:
+                raise TargetError(
+                    f"{self.describe()}: its target {self.target!r} does not load: "
+                    f"{registry_targets.load_failure(exc, caller=__file__)}; fix the target or "
+                    "the module in the plugin (`rlctl plugins list --check` checks every target)"
+                ) from exc
         return self.target
+
+    def target_problem(self) -> str | None:
+        """Why the target will not load, found without importing it (``None``: fine)."""
+        return registry_targets.static_problem(self.target)
+
+
+@dataclass(frozen=True)
+class HookOutcome:
+    """What one plugin's implementation of a hook returned, or the exception it raised."""
+
+    plugin: str
+    hook: str
+    result: Any = None
+    error: Exception | None = None
+
+    def describe(self) -> str:
+        """``plugin X: hook raised Type: message (at file:line)`` for a failed call."""
+        return f"plugin {self.plugin}: {self.hook} raised {_describe(self.error)}" \
+            if self.error is not None else f"plugin {self.plugin}: {self.hook} returned"
 
 
 @dataclass(frozen=True)
@@ -169,40 +177,94 @@ class Registry:
                 if reg.plugin.name == plugin_name:
                     yield reg
 
-    # ----------------------------------------------------------------- building
-    def _add(self, reg: Registration) -> None:
-        existing = self._by_kind[reg.kind].get(reg.name)
-        if existing is not None:
-            raise RegistryError(
-                f"{reg.kind.replace('_', ' ')} {reg.name!r} is registered twice: by "
-                f"{existing.plugin.name} ({existing.plugin.distribution}) and by "
-                f"{reg.plugin.name} ({reg.plugin.distribution})"
-            )
-        self._by_kind[reg.kind][reg.name] = reg
+    # ----------------------------------------------------------------- calling hooks
+    def call_each(
+        self, hook: str, *, plugin: str | None = None, **kwargs: Any
+    ) -> list[HookOutcome]:
+        """Call every implementation of ``hook`` one plugin at a time, in registration order.
 
+        Each call is isolated: an exception becomes the :attr:`HookOutcome.error` of that
+        plugin and the next plugin is still called. ``plugin`` restricts the call to the one
+        plugin of that name. ``kwargs`` are the hook's arguments; each implementation gets
+        the ones it names (pluggy's rule: an implementation may take fewer).
+        """
+        outcomes = []
+        for impl in getattr(self.pm.hook, hook).get_hookimpls():
+            if plugin is not None and impl.plugin_name != plugin:
+                continue
+            try:
+                result = impl.function(*[kwargs[name] for name in impl.argnames])
+            except Exception as exc:  # noqa: BLE001 -- reported by the caller, with the plugin
+                outcomes.append(HookOutcome(impl.plugin_name, hook, error=exc))
+            else:
+                outcomes.append(HookOutcome(impl.plugin_name, hook, result))
+        return outcomes
+
+    # ----------------------------------------------------------------- building
     def _collect(self, infos: dict[str, PluginInfo]) -> None:
         """Call every registration hook of every plugin, one plugin at a time.
 
-        Calling per plugin (not through ``pm.hook``) lets us attribute each registration
-        to its plugin and isolate a plugin that raises.
+        Calling per plugin (:meth:`call_each`, not ``pm.hook``) lets us attribute each
+        registration to its plugin and isolate a plugin that raises.
         """
+        staged_by_plugin: dict[str, list[Registration]] = {}
         for plugin_name, info in infos.items():
-            plugin = self.pm.get_plugin(plugin_name)
-            if plugin is None:
+            if self.pm.get_plugin(plugin_name) is None:
                 continue
             staged: list[Registration] = []
             try:
                 for kind, hook_name in KINDS.items():
-                    impl = getattr(plugin, hook_name, None)
-                    if impl is None:
-                        continue
-                    impl(register=_make_register(kind, info, staged))
-                for reg in staged:
-                    self._add(reg)
-            except Exception as exc:  # a broken plugin must not break the CLI
-                self.failures.append(
-                    PluginFailure(plugin_name, info.module, _describe(exc))
-                )
+                    register = _make_register(kind, info, staged)
+                    for outcome in self.call_each(hook_name, plugin=plugin_name, register=register):
+                        if outcome.error is not None:
+                            raise outcome.error  # one failed hook drops the whole plugin
+            except Exception as exc:  # noqa: BLE001 -- a broken plugin must not break the CLI
+                self._refuse(plugin_name, info, _describe(exc))
+                continue  # all or nothing: what it registered before raising is dropped
+            staged_by_plugin[plugin_name] = staged
+        self._admit(staged_by_plugin, infos)
+
+    def _admit(
+        self, staged: dict[str, list[Registration]], infos: dict[str, PluginInfo]
+    ) -> None:
+        """Add each plugin's registrations, all or nothing; a name claimed twice refuses.
+
+        Who wins a name: a built-in always keeps its names, and the third-party plugin that
+        claims one registers nothing. Between third-party plugins nobody wins: every plugin
+        that claims the name registers nothing. Entry-point order depends on how packages
+        were installed, so a winner would silently change what a recipe runs.
+        """
+        claims: dict[tuple[str, str], list[Registration]] = {}
+        for regs in staged.values():
+            for reg in regs:
+                claims.setdefault((reg.kind, reg.name), []).append(reg)
+        entry_points_loaded = [
+            i.name for i in infos.values() if not i.builtin and i.distribution != IN_PROCESS
+        ]
+        refused: dict[str, list[str]] = {}
+        for regs in claims.values():
+            if len(regs) < 2:
+                continue
+            builtin_owners = {r.plugin.name for r in regs if r.plugin.builtin}
+            for reg in regs:
+                if reg.plugin.builtin and len(builtin_owners) == 1:
+                    continue  # built-ins keep their names
+                reasons = refused.setdefault(reg.plugin.name, [])
+                reasons.append(_collision(reg, regs, entry_points_loaded))
+        for plugin_name, regs in staged.items():
+            if plugin_name in refused:
+                info = infos[plugin_name]
+                reasons = "; ".join(dict.fromkeys(refused[plugin_name]))
+                self._refuse(plugin_name, info, f"{info.describe()} registers nothing: {reasons}")
+                continue
+            for reg in regs:
+                self._by_kind[reg.kind][reg.name] = reg
+
+    def _refuse(self, plugin_name: str, info: PluginInfo, error: str) -> None:
+        """Record why a plugin is out, and take its other hooks (commands, lifecycle) out too."""
+        self.failures.append(PluginFailure(plugin_name, info.module, error))
+        self.pm.unregister(name=plugin_name)
+        self.plugins = [p for p in self.plugins if p.name != plugin_name]
 
 
 def _make_register(
@@ -218,11 +280,35 @@ def _make_register(
     ) -> None:
         if not isinstance(name, str) or not name:
             raise RegistryError(f"{info.name}: {kind} names must be non-empty strings")
+        if target is None:
+            raise RegistryError(
+                f"{info.name}: {kind} {name!r} has no target; register a callable, a class or "
+                'a lazy "module:attr" string'
+            )
         staged.append(
             Registration(kind, name, target, info, options, description, dict(metadata))
         )
 
     return register
+
+
+def _collision(reg: Registration, claims: list[Registration], entry_points: list[str]) -> str:
+    """Why ``reg``'s plugin is refused, and how to fix it."""
+    what = f'{reg.kind.replace("_", " ")} "{reg.name}"'
+    others = [c.plugin for c in claims if c.plugin.name != reg.plugin.name]
+    if not others:
+        return f"it registers {what} twice; register each name once"
+    owner = next((p for p in others if p.builtin), None)
+    if owner is not None and not reg.plugin.builtin:
+        return (f"{what} is a built-in name (of {owner.describe()}), and built-ins keep their "
+                f'names; fix: rename it in the plugin, e.g. "{reg.plugin.name}_{reg.name}"')
+    also = ", ".join(dict.fromkeys(p.describe() for p in others))
+    fix = "ask the authors of one plugin to rename it, or uninstall one"
+    if reg.plugin.name in entry_points:
+        keep = [n for n in entry_points if n != reg.plugin.name]
+        fix += f"; to leave this one out: RLCTL_PLUGINS={','.join(keep) or 'none'}"
+    return (f"{what} is also registered by {also}; a name that two plugins register goes to "
+            f"neither (rlctl never picks a winner by install order); fix: {fix}")
 
 
 def _describe(exc: BaseException) -> str:
@@ -266,7 +352,7 @@ def build_registry(*, external: str | None = None, extra: Sequence[object] = ())
     for plugin in extra:
         name = getattr(plugin, "__name__", type(plugin).__name__)
         pm.register(plugin, name=name)
-        infos[name] = PluginInfo(name, name, "(in-process)", "unknown", False)
+        infos[name] = PluginInfo(name, name, IN_PROCESS, "unknown", False)
 
     mode = (external if external is not None else os.environ.get(PLUGINS_ENV, "auto")).strip()
     allow: set[str] | None = None

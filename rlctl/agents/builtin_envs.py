@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
 from rlctl.agents.environment import StepResult
+from rlctl.config.strict import STRICT_CONFIG
 from rlctl.trainer.worker.agent_loop import PromptRecord
 
 
 class GuessDigitOptions(BaseModel):
     """Options of the ``guess_digit`` environment."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = STRICT_CONFIG
 
     low: int = Field(0, ge=0, le=9)
     """Smallest digit the target can be."""

@@ -6,9 +6,10 @@ import ast
 import operator
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from rlctl.agents.tools import ToolContext, function_schema
+from rlctl.config.strict import STRICT_CONFIG
 
 _OPS = {
     ast.Add: operator.add,
@@ -26,7 +27,7 @@ _OPS = {
 class CalculatorOptions(BaseModel):
     """Options of the ``calculator`` tool."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = STRICT_CONFIG
 
     max_chars: int = Field(200, ge=1)
     """Longest expression accepted."""
@@ -80,7 +81,7 @@ class Calculator:
 class LookupOptions(BaseModel):
     """Options of the ``lookup`` tool."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = STRICT_CONFIG
 
     key: str = "secret"
     """Field of the prompt's ground truth the tool answers with."""

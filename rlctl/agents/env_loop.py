@@ -18,11 +18,12 @@ import asyncio
 from dataclasses import replace
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, PositiveFloat, PositiveInt
+from pydantic import BaseModel, PositiveFloat, PositiveInt
 
 from rlctl.agents.environment import StepResult, maybe_await
 from rlctl.agents.observation import has_chat_template, observation_ids, text_ids
 from rlctl.agents.trajectory import Trajectory
+from rlctl.config.strict import STRICT_CONFIG
 from rlctl.engines.rollout.contract import SamplingParams
 from rlctl.trainer.worker.agent_loop import AgentLoopSpec, AgentOutput, GenerateFn, PromptRecord
 
@@ -30,7 +31,7 @@ from rlctl.trainer.worker.agent_loop import AgentLoopSpec, AgentOutput, Generate
 class EnvLoopOptions(BaseModel):
     """Options of the ``env`` agent loop (``[rollout] agent_loop_options``)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = STRICT_CONFIG
 
     max_turns: PositiveInt = 8
     """Most actions (generation turns) per episode."""
@@ -51,16 +52,13 @@ class EnvAgentLoop:
 
     def __init__(self, spec: AgentLoopSpec) -> None:
         recipe, registry = spec.recipe, spec.registry
-        self.options: EnvLoopOptions = spec.options or EnvLoopOptions()
+        self.options = spec.options_as(EnvLoopOptions)
         self.tokenizer = spec.tokenizer
         section = recipe.rollout.environment
         if section is None:
             raise ValueError("the env agent loop needs an environment: add [rollout.environment]")
-        reg = registry.get("environment", section.name)
-        self.env_options = (
-            reg.options.model_validate(dict(section.options)) if reg.options else None
-        )
-        self.factory = reg.load()
+        self.env_options = spec.environment_options()
+        self.factory = registry.load("environment", section.name)
         self.chat = self.options.observation_format == "chat" or (
             self.options.observation_format == "auto" and has_chat_template(self.tokenizer)
         )

@@ -16,13 +16,13 @@ when the function returns; an exception or ``episode_timeout_s`` fails the sessi
 from __future__ import annotations
 
 import asyncio
-import importlib
 from dataclasses import dataclass
 from typing import Any
 
 from rlctl.agents.gateway import Gateway
 from rlctl.agents.openai_options import OpenAIAgentOptions
 from rlctl.engines.rollout.contract import SamplingParams
+from rlctl.registry_targets import resolve
 from rlctl.trainer.worker.agent_loop import AgentLoopSpec, AgentOutput, GenerateFn, PromptRecord
 
 
@@ -39,10 +39,9 @@ class AgentRecord:
 
 
 def load_agent(path: str) -> Any:
-    module_name, _, attr = path.partition(":")
-    obj: Any = importlib.import_module(module_name)
-    for part in attr.split("."):
-        obj = getattr(obj, part)
+    """The agent function ``"package.module:function"`` (a lazy target, like a plugin's;
+    ``config validate`` checks it statically)."""
+    obj = resolve(path)
     if not asyncio.iscoroutinefunction(obj):
         raise TypeError(
             f"agent {path!r} must be an async function: async def agent(client, record)"
@@ -54,11 +53,11 @@ class OpenAIAgentLoop:
     """Runs the user's agent function per session against one shared gateway."""
 
     def __init__(self, spec: AgentLoopSpec) -> None:
-        if spec.options is None:
+        if spec.options is None and not spec.recipe.rollout.agent_loop_options:
             raise ValueError(
                 'the openai_agent loop needs agent_loop_options.agent = "module:function"'
             )
-        self.options: OpenAIAgentOptions = spec.options
+        self.options = spec.options_as(OpenAIAgentOptions)
         self.tokenizer = spec.tokenizer
         self.agent = load_agent(self.options.agent)
         self._gateway: Gateway | None = None

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
+from pydantic import BaseModel, Field, PositiveFloat, PositiveInt
+
+from rlctl.config.strict import STRICT_CONFIG
 
 
 class OpenAIAgentOptions(BaseModel):
     """Options of the ``openai_agent`` agent loop (``[rollout] agent_loop_options``)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = STRICT_CONFIG
 
     agent: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
     """The episode function, ``"package.module:function"``: ``async def agent(client, record)``

@@ -21,10 +21,11 @@ import asyncio
 from dataclasses import replace
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, PositiveFloat, PositiveInt
+from pydantic import BaseModel, PositiveFloat, PositiveInt
 
 from rlctl.agents.tools import ToolContext, build_tools, run_call
 from rlctl.agents.trajectory import Trajectory
+from rlctl.config.strict import STRICT_CONFIG
 from rlctl.engines.rollout.contract import SamplingParams
 from rlctl.trainer.worker.agent_loop import AgentLoopSpec, AgentOutput, GenerateFn, PromptRecord
 
@@ -34,7 +35,7 @@ DEFAULT_PARSER = "hermes"
 class ToolLoopOptions(BaseModel):
     """Options of the ``tool`` agent loop (``[rollout] agent_loop_options``)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = STRICT_CONFIG
 
     max_turns: PositiveInt = 4
     """Most generation turns per session; a call in the last turn is left unanswered."""
@@ -59,9 +60,11 @@ class ToolAgentLoop:
 
     def __init__(self, spec: AgentLoopSpec) -> None:
         recipe, registry = spec.recipe, spec.registry
-        self.options: ToolLoopOptions = spec.options or ToolLoopOptions()
+        self.options = spec.options_as(ToolLoopOptions)
         self.tokenizer = spec.tokenizer
-        self.tools = build_tools(recipe.rollout.tools, registry)
+        sections = recipe.rollout.tools
+        self.tools = build_tools(
+            sections, registry, [spec.tool_options(i) for i in range(len(sections))])
         if not self.tools:
             raise ValueError("the tool agent loop needs tools: add [[rollout.tools]] to the recipe")
         parser_name = recipe.rollout.tool_parser or DEFAULT_PARSER

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -129,13 +130,12 @@ async def run_call(
     return ToolResult(call.name, text)
 
 
-def build_tools(sections: Any, registry: Any) -> dict[str, Tool]:
-    """The recipe's ``[[rollout.tools]]``, built with their validated options, by name."""
+def build_tools(sections: Sequence[Any], registry: Any, options: Sequence[Any]) -> dict[str, Tool]:
+    """The recipe's ``[[rollout.tools]]`` by name; ``options[i]``: entry ``i``'s options as
+    validated at load (``None`` for a tool without an option model)."""
     tools: dict[str, Tool] = {}
-    for section in sections:
-        reg = registry.get("tool", section.name)
-        options = reg.options.model_validate(dict(section.options)) if reg.options else None
-        tool = reg.load()(options)
+    for section, validated in zip(sections, options, strict=True):
+        tool = registry.load("tool", section.name)(validated)
         name = getattr(tool, "name", section.name)
         if name in tools:
             raise ValueError(f"two [[rollout.tools]] are named {name!r}; give each tool once")

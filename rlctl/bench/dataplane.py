@@ -36,6 +36,7 @@ from rlctl.dataplane import open_data_plane
 from rlctl.dataplane.replay_buffer import ReplayBuffer
 
 GIB = float(2**30)
+PEER_TIMEOUT_S = 600.0  # one peer call moves one batch (GBs at most): minutes would be a hang
 
 
 @dataclass(frozen=True)
@@ -149,7 +150,7 @@ def bench_backend(backend: str, cfg: BenchConfig, peer, batch, nbytes: int) -> d
     try:
         for rep in range(cfg.warmup + cfg.repeats):
             partition = f"bench{rep}"
-            put_s = ray.get(peer.put.remote(plane, keys, partition))
+            put_s = ray.get(peer.put.remote(plane, keys, partition), timeout=PEER_TIMEOUT_S)
             t0 = time.perf_counter()
             td = plane.kv_batch_get(keys, partition, list(batch))
             get_s = time.perf_counter() - t0
@@ -181,16 +182,16 @@ def bench_baseline(cfg: BenchConfig, peer, batch, nbytes: int) -> dict[str, floa
     puts, gets = [], []
     for rep in range(cfg.warmup + cfg.repeats):
         t0 = time.perf_counter()
-        ray.get(peer.store.remote(td))
+        ray.get(peer.store.remote(td), timeout=PEER_TIMEOUT_S)
         put_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        back = ray.get(peer.fetch.remote())
+        back = ray.get(peer.fetch.remote(), timeout=PEER_TIMEOUT_S)
         get_s = time.perf_counter() - t0
         del back
         if rep >= cfg.warmup:
             puts.append(put_s)
             gets.append(get_s)
-    ray.get(peer.store.remote(None))
+    ray.get(peer.store.remote(None), timeout=PEER_TIMEOUT_S)
     return {
         "backend": "baseline",
         "put_gib_s": nbytes / GIB / min(puts),
@@ -218,7 +219,7 @@ def bench_readiness(backend: str, cfg: BenchConfig, peer) -> float:
             waiter = threading.Thread(target=wait)
             waiter.start()
             time.sleep(0.05)  # let sample() park in kv_watch first
-            put_done = ray.get(peer.put_terminal.remote(plane, f"{uid}_0_0", "train"))
+            put_done = ray.get(peer.put_terminal.remote(plane, f"{uid}_0_0", "train"), timeout=PEER_TIMEOUT_S)
             waiter.join(timeout=60)
             if "t" not in result:
                 raise RuntimeError("ReplayBuffer.sample did not return within 60 s of the last put")

@@ -18,6 +18,7 @@ from rlctl.checkpoint.config_compat import (
 from rlctl.checkpoint.export_target import EXPORT_MARKER, ExportTargetError
 from rlctl.checkpoint.hf_export import ExportError, export_hf
 from rlctl.checkpoint.manager import (
+    CheckpointDamaged,
     CheckpointError,
     CheckpointInfo,
     CheckpointManager,
@@ -31,6 +32,7 @@ from rlctl.checkpoint.trainer_state import TrainerState
 __all__ = [
     "EXPORT_MARKER",
     "RESUME_IGNORED",
+    "CheckpointDamaged",
     "CheckpointError",
     "CheckpointInfo",
     "CheckpointManager",

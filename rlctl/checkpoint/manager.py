@@ -46,6 +46,13 @@ class CheckpointError(RuntimeError):
     """A checkpoint is missing, incomplete, or the save protocol was misused."""
 
 
+class CheckpointDamaged(CheckpointError):
+    """A checkpoint marked complete whose files are missing, truncated, corrupt or crafted."""
+
+    checkpoint: Path | None = None
+    """The checkpoint directory, where the raiser knows it."""
+
+
 @dataclass(frozen=True)
 class CheckpointInfo:
     """A complete checkpoint on disk."""
@@ -169,15 +176,26 @@ class CheckpointManager:
     def latest(self) -> Path | None:
         """The checkpoint ``latest`` points to; if the pointer is missing or names an
         incomplete directory, the newest complete checkpoint; ``None`` when there is none."""
-        pointer = self.root / LATEST_POINTER
-        try:
-            name = pointer.read_text(encoding="utf-8").strip()
-        except (OSError, ValueError):  # missing, unreadable or not UTF-8: not a valid pointer
-            name = ""
+        name = self.latest_pointer()
         if _STEP_DIR.match(name) and is_complete(self.root / name):
             return self.root / name
         complete = self.checkpoints()
         return complete[-1].path if complete else None
+
+    def latest_pointer(self) -> str:
+        """The name the ``latest`` pointer file holds ("" when there is none)."""
+        try:
+            return (self.root / LATEST_POINTER).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            return ""
+
+    def fallback_note(self) -> str | None:
+        """Why :meth:`latest` is not what the pointer names, or ``None`` when it is."""
+        name, found = self.latest_pointer(), self.latest()
+        if not name or found is None or found.name == name:
+            return None
+        why = "is incomplete (an interrupted save)" if (self.root / name).exists() else "is gone"
+        return f"{self.root / LATEST_POINTER} names {name}, which {why}: using {found.name}"
 
     def resolve(self, path: Path | str | None = None) -> Path:
         """The checkpoint to resume from: ``None`` means this run's latest; a path may be a

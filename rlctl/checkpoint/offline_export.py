@@ -8,8 +8,9 @@ safetensors loadable by ``AutoModelForCausalLM.from_pretrained``.
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
+
+from pydantic import ValidationError
 
 from rlctl.checkpoint.export_target import ExportTargetError, check_export_target
 
@@ -17,7 +18,7 @@ from rlctl.checkpoint.export_target import ExportTargetError, check_export_targe
 def export_checkpoint(checkpoint: Path | str, out_dir: Path | str, *, overwrite: bool = False) -> Path:
     """Export ``checkpoint`` (a checkpoint, a ``checkpoints/`` folder or a run directory) to
     ``out_dir``; the output rules are :func:`check_export_target`'s."""
-    from rlctl.checkpoint.manager import resolve_checkpoint
+    from rlctl.checkpoint.manager import CheckpointError, resolve_checkpoint
 
     # Every refusal comes before torch is imported or a shard is read.
     ckpt = resolve_checkpoint(Path(checkpoint), asked_by="rlctl export")
@@ -30,23 +31,31 @@ def export_checkpoint(checkpoint: Path | str, out_dir: Path | str, *, overwrite:
         raise ExportTargetError(
             f"export target {out_dir} overlaps the checkpoint {ckpt}: pass a directory outside it"
         )
+    from rlctl.checkpoint.verify import CheckpointDamaged, verify_checkpoint
+
+    verify_checkpoint(ckpt)  # sizes against COMPLETE, JSON files, a safe read of each index
     shards = ckpt / "train" / "actor"
     if not shards.is_dir():
         raise FileNotFoundError(f"{ckpt} has no actor shards (expected {shards})")
 
-    import torch
-    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
-
+    from rlctl.checkpoint import safe_dcp
     from rlctl.checkpoint.config_compat import load_config_snapshot
     from rlctl.checkpoint.hf_export import export_hf
     from rlctl.config.recipe import Recipe
     from rlctl.models.loading import load_causal_lm, load_tokenizer
 
-    recipe = Recipe.model_validate(load_config_snapshot(ckpt))
-    with tempfile.TemporaryDirectory() as tmp:
-        flat = Path(tmp) / "actor.pt"
-        dcp_to_torch_save(str(shards), str(flat))  # all shards -> one state dict, no cluster
-        state = torch.load(flat, weights_only=True)["model"]
-    skeleton = load_causal_lm(recipe.model, recipe.run.seed)
-    return export_hf(state, skeleton.config, load_tokenizer(recipe.model), out_dir,
+    try:
+        recipe = Recipe.model_validate(load_config_snapshot(ckpt))
+    except ValidationError as exc:
+        raise CheckpointError(
+            f"{ckpt / 'config.json'} is not a recipe this rlctl reads "
+            f"({exc.error_count()} problem(s), first at "
+            f"{'.'.join(map(str, exc.errors()[0]['loc']))})") from None
+    state = safe_dcp.load_full(shards).get("model")  # all shards -> one dict, no cluster
+    if not isinstance(state, dict):
+        raise CheckpointDamaged(f"{shards} holds no model weights")
+    # the checkpoint's config names the model to rebuild; it must not make us run model code
+    model = recipe.model.model_copy(update={"trust_remote_code": False})
+    skeleton = load_causal_lm(model, recipe.run.seed)
+    return export_hf(state, skeleton.config, load_tokenizer(model), out_dir,
                      overwrite=overwrite, source=str(ckpt))

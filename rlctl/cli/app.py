@@ -64,13 +64,12 @@ def add_plugin_commands(app: typer.Typer) -> None:
     from rlctl.registry import PluginFailure, get_registry
 
     registry = get_registry()
-    for impl in registry.pm.hook.register_commands.get_hookimpls():
-        try:
-            impl.function(app)
-        except Exception as exc:  # noqa: BLE001 -- a broken plugin must not break the CLI
+    for outcome in registry.call_each("register_commands", cli=app):
+        if outcome.error is not None:  # a broken plugin must not break the CLI
+            error = outcome.error
             registry.failures.append(
-                PluginFailure(impl.plugin_name, impl.plugin_name,
-                              f"register_commands raised {type(exc).__name__}: {exc}")
+                PluginFailure(outcome.plugin, outcome.plugin,
+                              f"register_commands raised {type(error).__name__}: {error}")
             )
 
 

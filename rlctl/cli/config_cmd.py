@@ -1,4 +1,4 @@
-"""``rlctl config validate | show | schema``."""
+"""``rlctl config validate | show | schema | migrate``."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from typing import Annotated
 
 import typer
 
-from rlctl.cli.common import RecipeArgs, SetOption, load_or_exit, say
+from rlctl.cli.common import EXIT_USAGE, RecipeArgs, SetOption, load_or_exit, say
+from rlctl.cli.migrate_cmd import migrate
 
 config_app = typer.Typer(
     name="config",
-    help="Validate, show and describe recipes.",
+    help="Validate, show and describe recipes; migrate verl configs.",
     no_args_is_help=True,
 )
 
@@ -38,28 +39,34 @@ def summary(loaded) -> str:  # type: ignore[no-untyped-def]
     )
 
 
-def notes(loaded) -> list[str]:  # type: ignore[no-untyped-def]
-    """Selected names that `train` will refuse because they are not implemented yet."""
-    from rlctl.config.plugin_options import kind_words, unimplemented
-    from rlctl.config.problems import key_path
-    from rlctl.registry import get_registry
-
-    return [
-        f'note: {key_path(sel.loc)} = "{sel.name}": {kind_words(sel.kind)} "{sel.name}" is '
-        "registered but not implemented yet; `rlctl train` will refuse it"
-        for sel in unimplemented(loaded.recipe, get_registry())
-    ]
-
-
 @config_app.command("validate")
-def validate(recipes: RecipeArgs, overrides: SetOption = None) -> None:
+def validate(
+    recipes: RecipeArgs,
+    overrides: SetOption = None,
+    skip_data: Annotated[
+        bool,
+        typer.Option("--skip-data", help="Do not open data.train / data.val (a recipe for "
+                     "another machine, whose files are not here); `train` still checks them."),
+    ] = False,
+) -> None:
     """Check recipes and report every problem.
 
     Exit 0 with a one-line summary, or exit 2 listing each problem: its key path, what is
-    wrong and how to fix it.
+    wrong and how to fix it. The data files are opened too, unless --skip-data.
     """
+    from rlctl.config.problems import format_problems
+    from rlctl.tasks.data_checks import data_file_problems
+
     loaded = load_or_exit(recipes, overrides)
-    for note in notes(loaded):
+    # the data files too (pyarrow, no torch); prompt lengths need the tokenizer: `train` checks them
+    problems = [] if skip_data else data_file_problems(loaded.recipe.data)
+    if problems:
+        say(format_problems(problems))
+        raise typer.Exit(EXIT_USAGE)
+    from rlctl.algorithms.staleness import correction_note
+
+    note = correction_note(loaded)
+    if note:
         say(note)
     typer.echo(f"ok: {summary(loaded)}")
 
@@ -108,3 +115,7 @@ def schema(
         return
     output.write_text(text, encoding="utf-8")
     say(f"wrote {output}")
+
+
+# listed after validate, show and schema in `rlctl config --help`
+config_app.command("migrate")(migrate)

@@ -95,6 +95,8 @@ def _run_build(engines: list[str], log_path: Path, timeout_s: float) -> tuple[in
     from rich.console import Console
     from rich.markup import escape
 
+    from rlctl.engines.rollout.server.process import kill_group
+
     console = Console(stderr=True)
     pythons: list[str] = []
     deadline = time.monotonic() + timeout_s
@@ -127,27 +129,14 @@ def _run_build(engines: list[str], log_path: Path, timeout_s: float) -> tuple[in
                         raise TimeoutError
                 code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
             except (TimeoutError, subprocess.TimeoutExpired):
-                _stop(proc)
+                kill_group(proc, 10.0)
                 fail(f"the build took longer than {timeout_s:.0f} s and was stopped; "
                      f"log: {log_path}", fix="rerun with a larger --timeout-s",
                      code=EXIT_RUN_FAILURE)
             except KeyboardInterrupt:
-                _stop(proc)
+                kill_group(proc, 10.0)
                 raise
     return code, pythons
-
-
-def _stop(proc: subprocess.Popen[str]) -> None:
-    import signal
-
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=10)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def _tail(path: Path, lines: int) -> str:

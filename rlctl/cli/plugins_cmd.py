@@ -22,7 +22,6 @@ def plugins_report(registry) -> dict[str, Any]:  # type: ignore[no-untyped-def]
         for reg in registry.by_plugin(info.name):
             registered.setdefault(reg.kind, []).append({
                 "name": reg.name,
-                "implemented": reg.implemented,
                 "description": reg.description,
                 "options": sorted(reg.options.model_fields) if reg.options is not None else [],
             })
@@ -38,12 +37,38 @@ def plugins_report(registry) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     return {"plugins": plugins, "failures": failures}
 
 
+def target_check(registry) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    """Every registered target checked without importing it (``plugins list --check``)."""
+    regs = [reg for kind in registry.kinds() for reg in registry.all(kind)]
+    broken = []
+    for reg in regs:
+        problem = reg.target_problem()
+        if problem is not None:
+            broken.append({
+                "kind": reg.kind,
+                "name": reg.name,
+                "plugin": reg.plugin.name,
+                "target": reg.target,
+                "problem": problem,
+                "describe": reg.describe(),
+            })
+    return {"checked": len(regs), "broken": broken}
+
+
+def render_check(check: dict[str, Any]) -> str:
+    if not check["broken"]:
+        return f"target check: all {check['checked']} targets resolve"
+    lines = [f"target check: {len(check['broken'])} of {check['checked']} targets are broken:"]
+    lines += [f"  {b['describe']}: target {b['target']!r}: {b['problem']}" for b in check["broken"]]
+    return "\n".join(lines)
+
+
 def render_plugin(plugin: dict[str, Any]) -> str:
     """One plugin as text: a header line, then one line per kind it registered."""
     origin = "built-in" if plugin["builtin"] else f"module {plugin['module']}"
     lines = [f"{plugin['name']}  ({plugin['distribution']} {plugin['version']}, {origin})"]
     for kind, regs in plugin["registered"].items():
-        names = [r["name"] + ("" if r["implemented"] else " (not implemented yet)") for r in regs]
+        names = [r["name"] for r in regs]
         lines.append(f"  {kind.replace('_', ' ')}: {', '.join(names)}")
     if not plugin["registered"]:
         lines.append("  (registers commands or lifecycle hooks only)")
@@ -63,16 +88,32 @@ def render_report(report: dict[str, Any]) -> str:
 @plugins_app.command("list")
 def list_plugins(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="Also check that every registered module:attr target exists (without "
+            "importing it); exit 1 if one is broken or a plugin failed to load.",
+        ),
+    ] = False,
 ) -> None:
     """List plugins, what they registered, and failures.
 
-    Each plugin shows its distribution, version and module; names whose implementation has
-    not landed are marked "not implemented yet".
+    Each plugin shows its distribution, version and module.
     """
+    from rlctl.cli.common import EXIT_RUN_FAILURE
     from rlctl.registry import get_registry
 
-    report = plugins_report(get_registry())
+    registry = get_registry()
+    report = plugins_report(registry)
+    if check:
+        report["target_check"] = target_check(registry)
     if as_json:
         typer.echo(json.dumps(report, indent=2))
     else:
-        typer.echo(render_report(report), nl=False)
+        text = render_report(report)
+        if check:
+            text += "\n" + render_check(report["target_check"]) + "\n"
+        typer.echo(text, nl=False)
+    if check and (report["failures"] or report["target_check"]["broken"]):
+        raise typer.Exit(EXIT_RUN_FAILURE)

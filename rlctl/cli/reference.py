@@ -16,6 +16,7 @@ COMMANDS: tuple[tuple[str, ...], ...] = (
     ("config", "validate"),
     ("config", "show"),
     ("config", "schema"),
+    ("config", "migrate"),
     ("plugins",),
     ("plugins", "list"),
     ("train",),

@@ -33,12 +33,15 @@ def register_commands(cli: Any) -> None:
 
         OUTPUT must be new, empty or an earlier export (which is replaced); any other
         directory is refused unless --overwrite, and a file is always refused."""
-        from rlctl.checkpoint import CheckpointError
+        from rlctl.checkpoint import CheckpointDamaged, CheckpointError
         from rlctl.checkpoint.export_target import ExportTargetError
         from rlctl.checkpoint.offline_export import export_checkpoint
 
         try:
             out = export_checkpoint(checkpoint, output, overwrite=overwrite)
+        except CheckpointDamaged as exc:  # complete, but its files do not match: a run failure
+            typer.echo(f"error: the checkpoint is damaged: {exc}", err=True)
+            raise typer.Exit(1) from None
         except (CheckpointError, ExportTargetError, FileNotFoundError) as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None

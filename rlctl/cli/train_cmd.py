@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from typer.core import TyperCommand
 
-from rlctl.cli.common import EXIT_RUN_FAILURE, EXIT_USAGE, RecipeArgs, SetOption, fail, load_or_exit
+from rlctl.cli.common import (
+    EXIT_RUN_FAILURE,
+    EXIT_USAGE,
+    RecipeArgs,
+    SetOption,
+    fail,
+    load_or_exit,
+    say,
+)
 
 RESUME_LATEST = "latest"
 
@@ -58,34 +67,24 @@ def train(
     or the run directory is taken (another run is using it, or a fresh run would replace a
     previous run's results: use --resume or another run.name), 143 when stopped by SIGTERM.
     """
-    from rlctl.config.plugin_options import kind_words, unimplemented
-    from rlctl.config.problems import key_path
-    from rlctl.registry import NotImplementedYet, get_registry
-
     overrides = list(overrides or [])
-    if local:
+    if local:  # the one place --local applies: the loader then runs one rank per role
         overrides.append('resources.mode="local"')
     loaded = load_or_exit(recipes, overrides)
-    missing = unimplemented(loaded.recipe, get_registry())
-    if missing:
-        listed = "; ".join(
-            f'{key_path(s.loc)} = "{s.name}" ({kind_words(s.kind)})' for s in missing
-        )
-        fail(f"not implemented yet: {listed}",
-             fix="choose an implemented name (see `rlctl plugins list`)")
     _check_engine_env(loaded)
     try:
         from rlctl.trainer.controller.entry import train_from_recipe
+        from rlctl.trainer.controller.preflight import preflight
     except ImportError as exc:
         fail(f"training is not available: {exc}",
              fix='install the training extras: pip install -e ".[train]"')
     resume_arg: str | bool | None = True if resume == RESUME_LATEST else resume
-    try:
-        code = train_from_recipe(
-            loaded, local=local, quiet=quiet, resume=resume_arg, force_resume=force_resume
-        )
-    except NotImplementedYet as exc:
-        fail(f"not implemented yet: {exc}")
+    checkpoint = checked_or_exit(preflight, loaded.recipe, resume_arg, force_resume)
+    code = train_from_recipe(
+        loaded, quiet=quiet,
+        resume=str(checkpoint) if checkpoint is not None else None,
+        force_resume=force_resume,
+    )
     raise typer.Exit(int(code) if code is not None else EXIT_RUN_FAILURE)
 
 
@@ -100,3 +99,36 @@ def _check_engine_env(loaded: Any) -> None:
     if problem:
         fail(f"engines.rollout.backend = {backend!r}: {problem}", code=EXIT_USAGE,
              fix=f"run `{install_command(backend)}`, or set [engines.rollout.options] python")
+
+
+def checked_or_exit(preflight: Any, recipe: Any, resume: str | bool | None,
+                    force_resume: bool) -> Any:
+    """Run the pre-flight checks; exit 2 on bad input, 1 on a damaged checkpoint."""
+    from rlctl.checkpoint import CheckpointDamaged, CheckpointManager
+    from rlctl.config.problems import ConfigError, format_problems
+
+    try:
+        checked = preflight(recipe, resume=resume, force_resume=force_resume)
+    except ConfigError as exc:
+        say(format_problems(exc.problems))
+        raise typer.Exit(EXIT_USAGE) from None
+    except CheckpointDamaged as exc:
+        damaged = exc.checkpoint
+        root = damaged.parent if damaged is not None else (
+            Path(recipe.run.output_dir) / recipe.run.name / "checkpoints")
+        earlier = [c.path for c in CheckpointManager(root.parent).checkpoints()
+                   if damaged is None or c.step < _step(damaged)]
+        fix = "run without --resume to start afresh"
+        if earlier:
+            fix = f"resume from the one before: --resume {earlier[-1]}, or " + fix
+        fail(f"cannot resume, the checkpoint is damaged: {exc}", fix=fix)
+    for note in checked.notes:
+        say(note)
+    return checked.checkpoint
+
+
+def _step(checkpoint: Path) -> int:
+    from rlctl.checkpoint import read_manifest
+
+    manifest = read_manifest(checkpoint) or {}
+    return int(manifest.get("step", 0))

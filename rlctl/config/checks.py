@@ -10,6 +10,10 @@ Stages, each reporting all of its problems:
    ``group_based``);
 4. every plugin's ``validate_config`` hook.
 
+The plugin ``options`` tables are validated here once (stage 2) and kept in the
+:class:`LoadedRecipe`; ``resources.mode = "local"`` (``--local``) then runs one training
+rank, and the derived numbers are computed once, for what will run.
+
 Stages 2-4 run on a partial recipe when stage 1 found problems; their problems are kept
 only where they do not overlap a key already reported (a defaulted value would otherwise
 cause knock-on complaints).
@@ -21,14 +25,22 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from rlctl.config.derived import derive
+from pydantic import BaseModel
+
+from rlctl.config.derived import derive, model_parallel_size
 from rlctl.config.loaded import LoadedRecipe, Loc, leaf_sources, path_to_loc
 from rlctl.config.loading import resolve
 from rlctl.config.merge import DEFAULT_SOURCE
 from rlctl.config.plugin_options import check_selections, kind_words
 from rlctl.config.problems import ConfigError, ConfigProblem, dedupe
 from rlctl.config.recipe import Recipe
+from rlctl.config.reward_checks import sampling_and_reward_problems
 from rlctl.registry import Registry, get_registry
+
+IN_CODE = "in code"
+"""The source label of every value of a recipe built in code (:func:`validate_recipe`)."""
+LOCAL_RANKS = "local mode (one rank per role)"
+"""The source label of ``engines.train.ranks`` when local mode set it to 1."""
 
 
 def load_recipe(
@@ -48,20 +60,55 @@ def load_recipe(
     recipe = resolved.recipe
     if recipe is None or not resolved.sources_ok:
         raise ConfigError(dedupe(problems))
-    validated, later = check_selections(recipe, registry)
-    later += cross_field_problems(recipe, registry)
-    later += hook_problems(recipe, registry)
+    validated, later = _plugin_checks(recipe, registry)
     problems += _not_overlapping(later, problems)
     if problems:
         problems = [_with_source(p, resolved.merged.source_of) for p in problems]
         raise ConfigError(dedupe(problems))
-    return LoadedRecipe(
-        recipe=recipe,
-        derived=derive(recipe),
-        sources=leaf_sources(recipe, resolved.merged.source_of),
-        files=tuple(str(p) for p in paths),
-        plugin_options=validated,
-    )
+    return _loaded(recipe, validated, resolved.merged.source_of, tuple(str(p) for p in paths))
+
+
+def validate_recipe(recipe: Recipe, *, registry: Registry | None = None) -> LoadedRecipe:
+    """Validate a recipe built in code (tests, embedding applications) like a loaded one.
+
+    Raises :class:`ConfigError` listing every problem; every value's source is ``in code``.
+    """
+    registry = registry if registry is not None else get_registry()
+    validated, problems = _plugin_checks(recipe, registry)
+    if problems:
+        raise ConfigError(dedupe(problems))
+    return _loaded(recipe, validated, lambda loc: IN_CODE, ())
+
+
+def _plugin_checks(
+    recipe: Recipe, registry: Registry
+) -> tuple[dict[str, BaseModel], list[ConfigProblem]]:
+    """Stages 2-4: names and options (validated once, here), cross-field checks, hooks."""
+    validated, problems = check_selections(recipe, registry)
+    mp = model_parallel_size(validated.get("engines.train.options"))
+    problems += cross_field_problems(recipe, registry, model_parallel=mp)
+    problems += hook_problems(recipe, registry)
+    return validated, problems
+
+
+def _loaded(
+    recipe: Recipe,
+    validated: dict[str, BaseModel],
+    source_of: Callable[[Loc], str],
+    files: tuple[str, ...],
+) -> LoadedRecipe:
+    sources = leaf_sources(recipe, source_of)
+    if recipe.resources.mode == "local" and recipe.engines.train.ranks > 1:
+        # Local mode runs one rank per role in this process. Ranks are an engine setting, so
+        # the math (global batch, minibatches, normalisers) is unchanged; the per-rank numbers
+        # are derived for the one rank that runs.
+        train = recipe.engines.train.model_copy(update={"ranks": 1})
+        engines = recipe.engines.model_copy(update={"train": train})
+        recipe = recipe.model_copy(update={"engines": engines})
+        sources["engines.train.ranks"] = LOCAL_RANKS
+    mp = model_parallel_size(validated.get("engines.train.options"))
+    return LoadedRecipe(recipe=recipe, derived=derive(recipe, mp), sources=sources, files=files,
+                        plugin_options=validated)
 
 
 def _with_source(problem: ConfigProblem, source_of: Callable[[Loc], str]) -> ConfigProblem:
@@ -95,14 +142,17 @@ def _divisors(n: int, limit: int = 8) -> str:
     return ", ".join(str(d) for d in ds[:limit]) + (", ..." if len(ds) > limit else "")
 
 
-def cross_field_problems(recipe: Recipe, registry: Registry) -> list[ConfigProblem]:
+def cross_field_problems(
+    recipe: Recipe, registry: Registry, *, model_parallel: int = 1
+) -> list[ConfigProblem]:
     """Checks that involve several fields or registry metadata."""
     problems: list[ConfigProblem] = []
     problems += _data_problems(recipe, registry)
     problems += _estimator_problems(recipe, registry)
-    problems += _batch_problems(recipe)
+    problems += _batch_problems(recipe, model_parallel)
     problems += _engine_problems(recipe, registry)
     problems += _logging_problems(recipe)
+    problems += sampling_and_reward_problems(recipe, registry)
     return problems
 
 
@@ -130,7 +180,18 @@ def _data_problems(recipe: Recipe, registry: Registry) -> list[ConfigProblem]:
         out.append(ConfigProblem(
             "schedule.eval_every",
             f"validation every {recipe.schedule.eval_every} steps but there are no validation "
-            "prompts", "set data.val to a parquet file, or schedule.eval_every = 0"))
+            "prompts", "set data.val to a prompt file, or schedule.eval_every = 0"))
+    for split in ("train", "val"):
+        value = getattr(data, split)
+        paths = value if isinstance(value, list) else [value] if value is not None else []
+        for i, path in enumerate(paths):
+            # files are read when training starts; the format is known from the name now
+            if path.suffix not in ("", ".parquet", ".jsonl") and not path.is_dir():
+                where = f"data.{split}" + (f"[{i}]" if isinstance(value, list) else "")
+                out.append(ConfigProblem(
+                    where, f"{str(path)!r} is not a format rlctl reads",
+                    "give a .parquet or .jsonl file, or a directory saved by HF datasets "
+                    "(Dataset.save_to_disk)"))
     return out
 
 
@@ -159,8 +220,12 @@ def _estimator_problems(recipe: Recipe, registry: Registry) -> list[ConfigProble
     return out
 
 
-def _batch_problems(recipe: Recipe) -> list[ConfigProblem]:
+def _batch_problems(recipe: Recipe, model_parallel: int = 1) -> list[ConfigProblem]:
     alg, train = recipe.algorithm, recipe.engines.train
+    # model-parallel peers share one slice of the minibatch: it splits over data-parallel ranks
+    dp = max(train.ranks // max(model_parallel, 1), 1)
+    over = (f"{dp} data-parallel ranks ({train.ranks} ranks / model-parallel {model_parallel})"
+            if model_parallel > 1 else f"{train.ranks} ranks")
     samples = alg.prompts_per_step * alg.group_size
     out: list[ConfigProblem] = []
     if samples % alg.minibatches:
@@ -171,19 +236,19 @@ def _batch_problems(recipe: Recipe) -> list[ConfigProblem]:
             f"choose minibatches dividing {samples} ({_divisors(samples)})"))
         return out  # the per-rank checks below would only repeat the problem
     minibatch = samples // alg.minibatches
-    if minibatch % train.ranks:
+    if minibatch % dp:
         out.append(ConfigProblem(
             "engines.train.ranks",
-            f"a minibatch of {minibatch} samples does not split evenly over {train.ranks} ranks",
+            f"a minibatch of {minibatch} samples does not split evenly over {over}",
             f"choose ranks dividing {minibatch} ({_divisors(minibatch)}), or change "
             "algorithm.minibatches"))
         return out
-    per_rank = minibatch // train.ranks
+    per_rank = minibatch // dp
     if train.micro_batch_size > per_rank:
         out.append(ConfigProblem(
             "engines.train.micro_batch_size",
             f"micro_batch_size {train.micro_batch_size} is larger than the per-rank minibatch "
-            f"of {per_rank} samples ({minibatch} per minibatch / {train.ranks} ranks)",
+            f"of {per_rank} samples ({minibatch} per minibatch / {over})",
             f"set engines.train.micro_batch_size <= {per_rank}"))
     return out
 
@@ -227,23 +292,21 @@ def _logging_problems(recipe: Recipe) -> list[ConfigProblem]:
 def hook_problems(recipe: Recipe, registry: Registry) -> list[ConfigProblem]:
     """Run every plugin's ``validate_config``; a plugin that raises is itself a problem."""
     out: list[ConfigProblem] = []
-    for impl in registry.pm.hook.validate_config.get_hookimpls():
-        args = {"recipe": recipe}
-        try:
-            result = impl.function(*[args[a] for a in impl.argnames])
-        except Exception as exc:  # noqa: BLE001 -- a buggy plugin must not hide the other problems
+    for outcome in registry.call_each("validate_config", recipe=recipe):
+        if outcome.error is not None:  # a buggy plugin must not hide the other problems
+            error = outcome.error
             out.append(ConfigProblem(
-                "", f"validate_config of plugin {impl.plugin_name} raised "
-                f"{type(exc).__name__}: {exc}", "report this to the plugin's authors",
-                source=impl.plugin_name))
+                "", f"validate_config of plugin {outcome.plugin} raised "
+                f"{type(error).__name__}: {error}", "report this to the plugin's authors",
+                source=outcome.plugin))
             continue
-        for item in result or ():
+        for item in outcome.result or ():
             if isinstance(item, ConfigProblem):
                 out.append(item)
             else:
-                out.append(ConfigProblem("", str(item), source=impl.plugin_name))
+                out.append(ConfigProblem("", str(item), source=outcome.plugin))
     return out
 
 
 __all__ = ["ConfigError", "ConfigProblem", "LoadedRecipe", "cross_field_problems",
-           "hook_problems", "kind_words", "load_recipe"]
+           "hook_problems", "kind_words", "load_recipe", "validate_recipe"]

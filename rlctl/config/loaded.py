@@ -55,12 +55,23 @@ class LoadedRecipe:
     files: tuple[str, ...] = ()
     """The recipe files, in the order given."""
     plugin_options: Mapping[str, BaseModel] = field(default_factory=dict)
-    """Validated option models keyed by options key path (``engines.train.options``...)."""
+    """Validated option models keyed by options key path (``engines.train.options``...).
+
+    Validated once, when the recipe is loaded; workers hand each component its own entry
+    (engines through their spec), nothing validates an ``options`` table again. An empty
+    ``[[rewards]]`` is scored by the task's default reward, whose options are
+    ``rewards[0].options``."""
 
     def options_for(self, path: str) -> BaseModel | None:
         """The validated options at ``path`` (e.g. ``"data_plane.options"``), if its plugin
         registered an option model."""
         return self.plugin_options.get(path)
+
+    def option_kwargs(self, path: str) -> dict[str, Any]:
+        """The validated options at ``path`` as keyword arguments (how estimators, policy
+        losses and rewards take them); ``{}`` where the plugin registered no option model."""
+        options = self.plugin_options.get(path)
+        return options.model_dump() if options is not None else {}
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved recipe as plain data (TOML spelling)."""

@@ -3,21 +3,65 @@
 Every ``options`` table (engines, data plane, estimator, policy loss, rewards, task, sinks)
 is validated by the option model its plugin registered, so a third-party plugin's options
 are checked exactly like a built-in's. A name no plugin registered is a problem that lists
-the registered names.
+the registered names, and so is a selected name whose lazy ``module:attr`` target would not
+load (checked without importing it, see :mod:`rlctl.registry_targets`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from rlctl.config.problems import ConfigProblem, choose_from, did_you_mean, key_path
 from rlctl.config.recipe import Recipe
+from rlctl.config.render import toml_value
+from rlctl.config.strict import allows_non_finite, non_finite_paths
 from rlctl.config.validation import Loc, problems_from_validation
+from rlctl.hookspecs import PLUGIN_KINDS
 from rlctl.registry import Registration, Registry
+
+OptionsT = TypeVar("OptionsT", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class OptionsSpec:
+    """Base of the engine specs: hands a component its options, validated at load."""
+
+    options_key: ClassVar[str]
+    """Key path of the component's options table (``engines.train.options``)."""
+    if TYPE_CHECKING:
+        recipe: Recipe  # a field of every subclass (declared there, to keep its position)
+    options: BaseModel | None = field(default=None, kw_only=True)
+    """The table at :attr:`options_key` as validated when the recipe was loaded (an instance
+    of the option model the component registered); read it with :meth:`options_as`."""
+
+    def options_as(self, model: type[OptionsT]) -> OptionsT:
+        """The component's options as ``model``. A spec built by hand (a test, an embedding
+        application) without ``options`` gets the recipe's table validated by ``model``."""
+        if self.options is None:
+            return model.model_validate(dict(_value_at(self.recipe, tuple(
+                self.options_key.split(".")))))
+        if not isinstance(self.options, model):
+            raise TypeError(f"[{self.options_key}]: expected {model.__name__}, "
+                            f"got {type(self.options).__name__}")
+        return self.options
+
+
+def options_or_validated(
+    validated: Mapping[str, BaseModel], registry: Registry, kind: str, name: str, path: str,
+    table: Mapping[str, Any],
+) -> BaseModel | None:
+    """The options at ``path`` as validated at load (``validated``: the loaded recipe's
+    :attr:`~rlctl.config.loaded.LoadedRecipe.plugin_options`); for a recipe built by hand
+    (not loaded), ``table`` validated by the model ``kind`` ``name`` registered. ``None``
+    where it registered none."""
+    if path in validated:
+        return validated[path]
+    model = registry.get(kind, name).options
+    return None if model is None else model.model_validate(dict(table))
 
 
 @dataclass(frozen=True)
@@ -37,43 +81,90 @@ class Selection:
 
 
 def selections(recipe: Recipe) -> Iterator[Selection]:
-    """Every (kind, name) the recipe selects, with where its options live."""
-    e, a = recipe.engines, recipe.algorithm
-    yield Selection("model_engine", e.train.backend, ("engines", "train", "backend"),
-                    ("engines", "train", "options"), e.train.options)
-    yield Selection("rollout_engine", e.rollout.backend, ("engines", "rollout", "backend"),
-                    ("engines", "rollout", "options"), e.rollout.options)
-    if e.rollout.weight_sync is not None:
-        yield Selection("weight_sync", e.rollout.weight_sync,
-                        ("engines", "rollout", "weight_sync"), None, None)
-    yield Selection("advantage_estimator", a.estimator, ("algorithm", "estimator"),
-                    ("algorithm", "estimator_options"), a.estimator_options)
-    yield Selection("policy_loss", a.loss.policy_loss, ("algorithm", "loss", "policy_loss"),
-                    ("algorithm", "loss", "options"), a.loss.options)
-    for i, reward in enumerate(recipe.rewards):
-        yield Selection("reward_function", reward.name, ("rewards", i, "name"),
-                        ("rewards", i, "options"), reward.options)
-    if recipe.data.task is not None:
-        yield Selection("task", recipe.data.task, ("data", "task"),
-                        ("data", "task_options"), recipe.data.task_options)
-    ro = recipe.rollout
-    yield Selection("agent_loop", ro.agent_loop, ("rollout", "agent_loop"),
-                    ("rollout", "agent_loop_options"), ro.agent_loop_options)
-    # agents (issue 15): tools, their call parser and the environment
-    for i, tool in enumerate(ro.tools):
-        yield Selection("tool", tool.name, ("rollout", "tools", i, "name"),
-                        ("rollout", "tools", i, "options"), tool.options)
-    if ro.tool_parser is not None:
-        yield Selection("tool_parser", ro.tool_parser, ("rollout", "tool_parser"), None, None)
-    if ro.environment is not None:
-        yield Selection("environment", ro.environment.name, ("rollout", "environment", "name"),
-                        ("rollout", "environment", "options"), ro.environment.options)
-    yield Selection("data_plane", recipe.data_plane.backend, ("data_plane", "backend"),
-                    ("data_plane", "options"), recipe.data_plane.options)
-    for i, sink in enumerate(recipe.logging.sinks):
-        yield Selection("metric_sink", sink, ("logging", "sinks", i),
-                        ("logging", "sink_options", sink),
-                        recipe.logging.sink_options.get(sink, {}))
+    """Every (kind, name) the recipe selects, with where its options live.
+
+    Read from each kind's declaration (:data:`rlctl.hookspecs.PLUGIN_KINDS`), in its order.
+    """
+    for kind in PLUGIN_KINDS.values():
+        for name, loc in _names(recipe, kind.select.split("."), ()):
+            options_loc = _options_loc(kind.options, loc, name)
+            options = _value_at(recipe, options_loc) if options_loc is not None else None
+            yield Selection(kind.name, name, loc, options_loc, options)
+
+
+def _names(obj: Any, parts: list[str], loc: Loc) -> Iterator[tuple[str, Loc]]:
+    """The names at key path ``parts`` below ``obj`` (``x[]``: every entry of list ``x``)."""
+    if not parts:
+        if obj is not None:  # an optional name left out selects nothing
+            yield obj, loc
+        return
+    if obj is None:  # an optional table left out ([rollout.environment]) selects nothing
+        return
+    key = parts[0].removesuffix("[]")
+    value = getattr(obj, key)
+    if parts[0].endswith("[]"):
+        for i, item in enumerate(value):
+            yield from _names(item, parts[1:], loc + (key, i))
+    else:
+        yield from _names(value, parts[1:], loc + (key,))
+
+
+def _options_loc(path: str | None, name_loc: Loc, name: str) -> Loc | None:
+    """``rewards[].options`` for the name at ``("rewards", 2, "name")``: ``("rewards", 2,
+    "options")``; ``{name}`` stands for the selected name."""
+    if path is None:
+        return None
+    loc: list[str | int] = []
+    for part in path.split("."):
+        if part.endswith("[]"):
+            loc += [part[:-2], name_loc[len(loc) + 1]]  # the entry the name was read from
+        else:
+            loc.append(name if part == "{name}" else part)
+    return tuple(loc)
+
+
+def _value_at(recipe: Recipe, loc: Loc) -> dict[str, Any]:
+    obj: Any = recipe
+    for part in loc:
+        if isinstance(part, int):
+            obj = obj[part]
+        elif isinstance(obj, dict):
+            obj = obj.get(part, {})  # a name listed without its own options table
+        else:
+            obj = getattr(obj, part)
+    return obj
+
+
+def _default_reward(recipe: Recipe, registry: Registry) -> Registration | None:
+    """The reward a task names for a recipe without ``[[rewards]]`` (see effective_rewards)."""
+    task = registry.find("task", recipe.data.task) if recipe.data.task and not recipe.rewards \
+        else None
+    name = task.metadata.get("reward") if task is not None else None
+    return registry.find("reward_function", name) if name else None
+
+
+def weight_sync_name(recipe: Recipe, registry: Registry | None) -> str | None:
+    """The weight sync a run uses: ``[engines.rollout] weight_sync``, else the rollout
+    engine's default (its ``weight_sync`` metadata; ``in_process`` when it names none).
+    ``None`` when neither is known (no name, and the engine is not registered)."""
+    rollout = recipe.engines.rollout
+    if rollout.weight_sync is not None:
+        return rollout.weight_sync
+    engine = registry.find("rollout_engine", rollout.backend) if registry is not None else None
+    return None if engine is None else str(engine.metadata.get("weight_sync", "in_process"))
+
+
+def _default_weight_sync(recipe: Recipe, registry: Registry) -> list[Selection]:
+    """The rollout engine's default weight sync when the recipe names none: its
+    ``[engines.rollout.weight_sync_options]`` are validated like a named sync's."""
+    if recipe.engines.rollout.weight_sync is not None:
+        return []  # a selection of its own (PLUGIN_KINDS)
+    name = weight_sync_name(recipe, registry)
+    if name is None:
+        return []  # the unknown rollout engine is the problem reported
+    return [Selection("weight_sync", name, ("engines", "rollout", "weight_sync"),
+                      ("engines", "rollout", "weight_sync_options"),
+                      recipe.engines.rollout.weight_sync_options)]
 
 
 def kind_words(kind: str) -> str:
@@ -92,6 +183,16 @@ def unknown_name_problem(sel: Selection, registry: Registry) -> ConfigProblem:
         _path(sel.loc),
         f'no {kind_words(sel.kind)} named "{sel.name}" is registered',
         fix,
+    )
+
+
+def target_problem(sel: Selection, reg: Registration, why: str) -> ConfigProblem:
+    """A selected name whose registered target does not exist: blame the plugin."""
+    return ConfigProblem(
+        _path(sel.loc),
+        f"{reg.describe()} cannot be loaded: its target {reg.target!r} is broken: {why}",
+        "fix the target in the plugin's register() call (or report it to the plugin's "
+        "authors), or choose another name; `rlctl plugins list --check` checks every target",
     )
 
 
@@ -119,11 +220,27 @@ def validate_options(
             ]
         return None, []
     try:
-        return model.model_validate(options), []
+        validated = model.model_validate(options)
     except ValidationError as exc:
         return None, problems_from_validation(
             model, exc, prefix=sel.options_loc, what=f'options of "{sel.name}"'
         )
+    if allows_non_finite(model):  # a third-party model that does not inherit OptionsModel
+        bad = [
+            ConfigProblem(
+                _path(sel.options_loc + loc), f"{toml_value(_at(options, loc))} is not a finite "
+                "number", "use a finite number (nan and inf are not allowed)")
+            for loc in non_finite_paths(options)
+        ]
+        if bad:
+            return None, bad
+    return validated, []
+
+
+def _at(data: Any, loc: Loc) -> Any:
+    for part in loc:
+        data = data[part]
+    return data
 
 
 def check_selections(
@@ -136,15 +253,28 @@ def check_selections(
     """
     validated: dict[str, BaseModel] = {}
     problems: list[ConfigProblem] = []
-    for sel in selections(recipe):
+    for sel in [*selections(recipe), *_default_weight_sync(recipe, registry)]:
         reg = registry.find(sel.kind, sel.name)
         if reg is None:
             problems.append(unknown_name_problem(sel, registry))
             continue
+        broken = reg.target_problem()
+        if broken is not None:
+            problems.append(target_problem(sel, reg, broken))
         model, probs = validate_options(sel, reg)
         problems += probs
         if model is not None and sel.options_loc is not None:
             validated[_path(sel.options_loc)] = model
+    default = _default_reward(recipe, registry)
+    if default is not None and default.options is not None:
+        # the task's reward stands in for an empty [[rewards]]: it runs with its defaults
+        try:
+            validated["rewards[0].options"] = default.options.model_validate({})
+        except ValidationError:
+            problems.append(ConfigProblem(
+                "rewards", f'the default reward "{default.name}" of task "{recipe.data.task}" '
+                "needs options", f'add a [[rewards]] table: name = "{default.name}" and its '
+                "options"))
     # options for a sink that is not selected are a typo or a leftover
     for name in recipe.logging.sink_options:
         if name not in recipe.logging.sinks:
@@ -160,13 +290,3 @@ def check_selections(
                 )
             )
     return validated, problems
-
-
-def unimplemented(recipe: Recipe, registry: Registry) -> list[Selection]:
-    """Selected names that are registered but have no implementation yet (target None)."""
-    out = []
-    for sel in selections(recipe):
-        reg = registry.find(sel.kind, sel.name)
-        if reg is not None and not reg.implemented:
-            out.append(sel)
-    return out

@@ -17,13 +17,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PositiveFloat, PositiveInt
 
+from rlctl.config.strict import LAX, STRICT_CONFIG
+
 
 class Section(BaseModel):
-    """Base of every recipe section: strict (unknown keys are errors) and immutable."""
+    """Base of every recipe section: unknown keys are errors, values immutable, numbers
+    strict and finite (:mod:`rlctl.config.strict`)."""
 
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, use_attribute_docstrings=True, populate_by_name=True
-    )
+    model_config = ConfigDict(**STRICT_CONFIG, populate_by_name=True)
 
 
 Options = dict[str, Any]
@@ -36,15 +37,24 @@ def _non_empty_path(value: Any) -> Any:
     return value
 
 
-FilePath = Annotated[Path, BeforeValidator(_non_empty_path)]
+FilePath = Annotated[Path, LAX, BeforeValidator(_non_empty_path)]
+
+# torch.manual_seed takes 64 bits, and workers derive their seeds from run.seed by
+# arithmetic (seed * 100003 + step ...): 32 bits keep every derived seed in range.
+MAX_SEED = 2**32 - 1
+# Longer names break file-system limits (255 bytes) once suffixes are added.
+MAX_RUN_NAME = 128
+# Adam's betas are decay rates: 1 would never forget, above 1 diverges.
+Beta = Annotated[float, Field(ge=0, lt=1)]
 
 # --------------------------------------------------------------------------- run & model
 
 
 class RunSection(Section):
-    name: str = Field("rlctl-run", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    name: str = Field("rlctl-run", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+                      max_length=MAX_RUN_NAME)
     """Run name; the run directory is ``<output_dir>/<name>``."""
-    seed: int = Field(0, ge=0)
+    seed: int = Field(0, ge=0, le=MAX_SEED)
     """Seed for model init, data order, sampling and dropout."""
     output_dir: FilePath = Path("runs")
     """Directory that holds run directories."""
@@ -103,12 +113,23 @@ class CriticSection(Section):
 
 
 class DataSection(Section):
-    train: FilePath | None = None
-    """Parquet file of training prompts (verl layout: a chat-message ``prompt`` column)."""
-    val: FilePath | None = None
-    """Parquet file of validation prompts."""
+    """Where prompts come from: files (``train`` / ``val``) or a synthetic ``task``.
+
+    Files are ``.parquet`` (verl's layout), ``.jsonl`` (one JSON object per line) or a
+    directory written by HF datasets' ``save_to_disk`` (read with ``load_from_disk``; needs
+    ``pip install datasets``; a ``DatasetDict`` directory must be narrowed to one split); a
+    list concatenates files in order, like verl's ``train_files``. Every format maps columns
+    the same way: ``prompt_key`` holds chat messages or plain text, ``answer_key`` a struct
+    with a ``ground_truth`` field (or the bare answer), an optional ``data_source`` column
+    names the dataset for rewards, and other columns ride along.
+    """
+
+    train: FilePath | list[FilePath] | None = None
+    """Training prompts: a .parquet (verl layout) or .jsonl file, a HF datasets directory (save_to_disk), or a list of them (concatenated)."""
+    val: FilePath | list[FilePath] | None = None
+    """Validation prompts, in the same formats as ``train``."""
     task: str | None = None
-    """A registered synthetic task instead of parquet files (e.g. ``count_digits``)."""
+    """A registered synthetic task instead of prompt files (e.g. ``count_digits``)."""
     task_options: Options = {}
     """Options of the synthetic task, validated by the task's option model."""
     prompt_key: str = "prompt"
@@ -169,8 +190,8 @@ class OptimSection(Section):
     """Peak learning rate of the actor."""
     weight_decay: float = Field(0.0, ge=0)
     """Decoupled weight decay."""
-    betas: tuple[float, float] = (0.9, 0.999)
-    """Adam betas."""
+    betas: Annotated[tuple[Beta, Beta], LAX] = (0.9, 0.999)
+    """Adam betas, each in [0, 1)."""
     eps: PositiveFloat = 1e-8
     """Adam epsilon."""
     grad_clip: float | None = Field(1.0, gt=0)
@@ -181,6 +202,45 @@ class OptimSection(Section):
     """Optimizer steps of linear warm-up."""
     min_lr_ratio: float = Field(0.0, ge=0, le=1)
     """Final learning rate as a fraction of ``lr`` (linear and cosine)."""
+
+
+class StalenessSection(Section):
+    policy: str = "on_policy"
+    """Registered staleness policy: ``on_policy`` (sync) or ``bounded`` (streaming)."""
+    options: Options = {}
+    """Options of the selected policy (``bounded``: ``max_staleness``, ``on_stale``, ...)."""
+
+
+class DynamicSamplingSection(Section):
+    """DAPO's dynamic sampling: train only on groups whose rewards differ.
+
+    A group whose responses all score alike (all right, all wrong) has zero group-relative
+    advantage and so no gradient. With this on, each step draws prompts in batches of
+    ``prompts_per_draw``, drops such groups, and draws again until ``prompts_per_step``
+    groups are kept (extra kept groups are dropped, first drawn first kept).
+    """
+
+    enabled: bool = False
+    """Filter out groups whose ``metric`` is the same for every response."""
+    metric: str = "score"
+    """What must vary in a group: ``score`` (the sum), a reward's name, or ``<reward>/<part>``."""
+    prompts_per_draw: PositiveInt | None = None
+    """Prompts per draw (verl's ``data.gen_batch_size``); ``None``: ``prompts_per_step``."""
+    max_draws: PositiveInt = 10
+    """Most draws per step (verl's ``max_num_gen_batches``); past it the step fails."""
+
+
+class OverlongSection(Section):
+    """DAPO's overlong handling: soft punishment of long responses, filtering of truncated ones."""
+
+    buffer_len: int = Field(0, ge=0)
+    """Soft punishment: past ``max_tokens - buffer_len`` tokens reward falls linearly; 0 = off."""
+    penalty_factor: float = Field(1.0, ge=0)
+    """Penalty at ``max_tokens`` (it grows linearly over the buffer, up to this)."""
+    max_tokens: PositiveInt | None = None
+    """Where the buffer ends (verl's ``max_resp_len``); ``None``: ``rollout.max_new_tokens``."""
+    filter: bool = False
+    """Overlong filtering: truncated responses (no eos) are masked out of the actor loss."""
 
 
 class AlgorithmSection(Section):
@@ -208,8 +268,14 @@ class AlgorithmSection(Section):
     """KL to the reference policy."""
     optim: OptimSection = OptimSection()
     """Actor optimizer and learning-rate schedule."""
+    staleness: StalenessSection = StalenessSection()
+    """How old (in weight updates) a trained sample may be: the off-policy bound."""
     estimator_options: Options = {}
     """Extra options of the selected estimator, validated by its option model."""
+    dynamic_sampling: DynamicSamplingSection = DynamicSamplingSection()
+    """DAPO's dynamic sampling (drop groups whose rewards are all equal, draw again)."""
+    overlong: OverlongSection = OverlongSection()
+    """DAPO's overlong reward shaping and overlong filtering."""
 
 
 class ToolSection(Section):
@@ -285,8 +351,17 @@ class RolloutEngineSection(Section):
     """AgentLoop worker processes."""
     weight_sync: str | None = None
     """Registered weight-sync method; ``None`` takes the engine's default."""
+    weight_sync_options: Options = {}
+    """Options of the weight sync (named, or the engine's default), checked by its model."""
     options: Options = {}
     """Engine options, validated by the engine's option model."""
+
+
+class RewardEngineSection(Section):
+    """How model rewards (``[[rewards]]`` whose function is a reward model) run."""
+
+    workers: PositiveInt = 1
+    """Reward-model worker processes (each loads every reward model; samples split over them)."""
 
 
 class EnginesSection(Section):
@@ -294,6 +369,8 @@ class EnginesSection(Section):
     """Training engine (how actor, reference and critic run)."""
     rollout: RolloutEngineSection = RolloutEngineSection()
     """Rollout engine (how responses are generated)."""
+    reward: RewardEngineSection = RewardEngineSection()
+    """Reward-model workers (used only when a reward is a model)."""
 
 
 class DataPlaneSection(Section):
@@ -329,6 +406,13 @@ class ScheduleSection(Section):
     """Checkpoints kept on disk."""
     sample_timeout_s: PositiveFloat = 600.0
     """Seconds a step waits for its rollouts before it fails with the missing uids."""
+    phase_timeout_s: float = Field(600.0, gt=0, allow_inf_nan=False)
+    """Seconds one worker call may take (a phase: log-probs, advantages, an update, the weight
+    sync, a checkpoint, the HF export); a rank that has not answered by then fails the run,
+    named with its phase. The training ranks' collectives time out a minute later, so the
+    controller names the stuck rank first."""
+    start_timeout_s: float = Field(600.0, gt=0, allow_inf_nan=False)
+    """Seconds the workers may take to start (load the model, join the process group)."""
 
 
 class LoggingSection(Section):

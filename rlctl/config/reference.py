@@ -11,12 +11,13 @@ documented (third-party packages document their own options).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pluggy
 
 from rlctl.config.schema import build_schema
-from rlctl.hookspecs import PROJECT
+from rlctl.hookspecs import PLUGIN_KINDS, PROJECT
 from rlctl.registry import Registry, build_registry
 
 INTRO = """\
@@ -26,7 +27,9 @@ INTRO = """\
      tests/config/test_docs.py checks that this file matches the code. -->
 
 A recipe is a TOML file. Every key below has a type, a default and a description; unknown
-keys are errors. Values come from, highest precedence first:
+keys are errors. Types are strict and numbers finite: `true` is not a number, `1` is not a
+boolean, `10.0` is not a whole number (an integer is a fine float), and `nan` / `inf` are
+refused everywhere (plugin options included). Values come from, highest precedence first:
 
 1. `-s key.path=value` on the command line (the value is a TOML literal; a bare word that is
    not valid TOML is a string: `-s model.path=Qwen/Qwen3-0.6B`);
@@ -39,6 +42,9 @@ keys are errors. Values come from, highest precedence first:
 `rlctl config show RECIPE --sources` prints the resolved recipe and where each value came
 from. Global batch semantics live in `[algorithm]`; per-device sizes and parallelism in
 `[engines.*]`: changing `[engines.*]`, `[data_plane]` or `[resources]` does not change the math.
+
+A recipe file may hold at most 1 MiB and 10,000 keys (tables, values and list items); a
+larger one is refused with exit 2 before it is validated. Bulk data belongs in data files.
 
 ## Editor support
 
@@ -130,20 +136,18 @@ def _section(schema: dict[str, Any], name: str, model: dict[str, Any], out: list
         _section(schema, f"{name}.{key}", sub, out)
 
 
-_OPTION_TABLES = {
-    "model_engine": ("engines.train.options", "engines.train", "backend"),
-    "rollout_engine": ("engines.rollout.options", "engines.rollout", "backend"),
-    "data_plane": ("data_plane.options", "data_plane", "backend"),
-    "advantage_estimator": ("algorithm.estimator_options", "algorithm", "estimator"),
-    "policy_loss": ("algorithm.loss.options", "algorithm.loss", "policy_loss"),
-    "reward_function": ("rewards.options", "[rewards]", "name"),
-    "task": ("data.task_options", "data", "task"),
-    "metric_sink": ("logging.sink_options.NAME", "logging", "sinks"),
-    # agents (issue 15)
-    "agent_loop": ("rollout.agent_loop_options", "rollout", "agent_loop"),
-    "tool": ("rollout.tools.options", "[rollout.tools]", "name"),
-    "environment": ("rollout.environment.options", "rollout.environment", "name"),
-}
+def _option_tables() -> Iterator[tuple[str, str, str, str]]:
+    """``(kind, options table, selecting section, name field)`` of each kind with options,
+    e.g. ``("reward_function", "rewards.options", "[rewards]", "name")``."""
+    for kind in PLUGIN_KINDS.values():
+        if kind.options is None:
+            continue
+        *section, field = kind.select.split(".")
+        table = ".".join(p.removesuffix("[]") for p in section)
+        if any(p.endswith("[]") for p in section):  # an array of tables: [[rollout.tools]]
+            table = f"[{table}]"
+        yield (kind.name, kind.options.replace("[]", "").replace("{name}", "NAME"),
+               table, field.removesuffix("[]"))
 
 
 def render_reference(registry: Registry) -> str:
@@ -159,12 +163,11 @@ def render_reference(registry: Registry) -> str:
     out += ["", "## Plugin options", "",
             ("The `options` table of each selected name is validated by the option model its "
              "plugin registered. Built-in names:")]
-    for kind, (table, section, field) in _OPTION_TABLES.items():
+    for kind, table, section, field in _option_tables():
         for reg in registry.all(kind):
             if reg.options is None or not reg.options.model_fields:
                 continue
-            status = "" if reg.implemented else " (not implemented yet)"
-            out += ["", f"### {kind.replace('_', ' ')} `{reg.name}`{status}", "",
+            out += ["", f"### {kind.replace('_', ' ')} `{reg.name}`", "",
                     f"`[{table.replace('NAME', reg.name)}]` when `[{section}] {field}` "
                     f"selects `{reg.name}`." + (f" {reg.description.rstrip('.')}."
                                                 if reg.description else ""), ""]

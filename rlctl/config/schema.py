@@ -8,24 +8,15 @@ model. Name fields get an ``enum`` of the registered names.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from rlctl.config.recipe import (
-    AlgorithmSection,
-    DataPlaneSection,
-    DataSection,
-    LoggingSection,
-    LossSection,
-    Recipe,
-    RewardSection,
-    RolloutEngineSection,
-    RolloutSection,
-    TrainEngineSection,
-)
+from rlctl.config.recipe import LoggingSection, Recipe
+from rlctl.hookspecs import PLUGIN_KINDS
 from rlctl.registry import Registry
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -42,16 +33,28 @@ class _Slot:
     options_field: str | None
 
 
-_SLOTS = (
-    _Slot("model_engine", TrainEngineSection, "backend", "options"),
-    _Slot("rollout_engine", RolloutEngineSection, "backend", "options"),
-    _Slot("data_plane", DataPlaneSection, "backend", "options"),
-    _Slot("advantage_estimator", AlgorithmSection, "estimator", "estimator_options"),
-    _Slot("policy_loss", LossSection, "policy_loss", "options"),
-    _Slot("reward_function", RewardSection, "name", "options"),
-    _Slot("task", DataSection, "task", "task_options"),
-    _Slot("agent_loop", RolloutSection, "agent_loop", None),
-)
+def _section_class(parts: list[str]) -> type[BaseModel]:
+    """The recipe section class at key path ``parts`` (``rewards[]``: the entries' class)."""
+    cls: type[BaseModel] = Recipe
+    for part in parts:
+        annotation = cls.model_fields[part.removesuffix("[]")].annotation
+        cls = next(a for a in (annotation, *get_args(annotation))
+                   if inspect.isclass(a) and issubclass(a, BaseModel))
+    return cls
+
+
+def _slots() -> list[_Slot]:
+    """Each kind selected by one name field of a section (a list of names, like the sinks,
+    is tied by :func:`_tie_sinks`)."""
+    out = []
+    for kind in PLUGIN_KINDS.values():
+        *section, name_field = kind.select.split(".")
+        if name_field.endswith("[]"):
+            continue
+        options = kind.options.split(".") if kind.options else []
+        options_field = options[-1] if options[:-1] == section else None
+        out.append(_Slot(kind.name, _section_class(section), name_field, options_field))
+    return out
 
 
 def _option_models(registry: Registry) -> list[type[BaseModel]]:
@@ -81,9 +84,10 @@ def build_schema(registry: Registry) -> dict[str, Any]:
     defs: dict[str, Any] = top["$defs"]
     ref_of = {m: key_map[(m, "validation")]["$ref"] for m in models}
     # section class names are unique within the recipe, so they name their own $defs entry
-    sections = {s.section for s in _SLOTS} | {LoggingSection}
+    slots = _slots()
+    sections = {s.section for s in slots} | {LoggingSection}
     section_def = {cls: defs[cls.__name__] for cls in sections}
-    for slot in _SLOTS:
+    for slot in slots:
         _tie_options(section_def[slot.section], slot, registry, ref_of)
     _tie_sinks(section_def[LoggingSection], registry, ref_of)
     recipe = defs.pop("Recipe")

@@ -45,6 +45,12 @@ class Layer:
 
 # --------------------------------------------------------------------------- files
 
+# A recipe describes one run in tens of keys (the largest shipped one has under 100); bulk
+# data (prompts, tables) belongs in data files. The caps refuse a hostile or generated file
+# in well under a second instead of spending minutes parsing and validating it.
+# (docs/config.md states both numbers: rlctl/config/reference.py's INTRO.)
+MAX_RECIPE_BYTES = 1024 * 1024
+MAX_RECIPE_KEYS = 10_000
 
 _LINE_COL = re.compile(r"\(at line (\d+), column (\d+)\)")
 _HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
@@ -66,6 +72,9 @@ def read_recipe_file(path: str | Path) -> tuple[Layer | None, list[ConfigProblem
         ]
     if not p.is_file():
         return None, [ConfigProblem("", "not a file", "give the path of a .toml recipe", label)]
+    size = p.stat().st_size
+    if size > MAX_RECIPE_BYTES:
+        return None, [_too_big(f"is {size:,} bytes", f"{MAX_RECIPE_BYTES:,} bytes", label)]
     try:
         text = p.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -77,7 +86,33 @@ def read_recipe_file(path: str | Path) -> tuple[Layer | None, list[ConfigProblem
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         return None, [_syntax_problem(exc, text, label)]
+    keys = count_keys(data, MAX_RECIPE_KEYS + 1)
+    if keys > MAX_RECIPE_KEYS:
+        return None, [_too_big(f"has more than {MAX_RECIPE_KEYS:,} keys",
+                               f"{MAX_RECIPE_KEYS:,} keys", label)]
     return Layer(label, data), []
+
+
+def _too_big(what: str, limit: str, label: str) -> ConfigProblem:
+    return ConfigProblem(
+        "", f"the recipe file {what}; rlctl reads recipes of at most {limit}",
+        "a recipe describes one run in tens of keys: put bulk data (prompts, tables) in a "
+        "data file (data.train) and keep the recipe small", source=label)
+
+
+def count_keys(data: Any, stop_at: int) -> int:
+    """Tables and values in ``data`` (list elements count), counting no further than ``stop_at``."""
+    count, stack = 0, [data]
+    while stack:
+        node = stack.pop()
+        children = node.values() if isinstance(node, dict) else (
+            node if isinstance(node, list) else ())
+        for child in children:
+            count += 1
+            if count >= stop_at:
+                return count
+            stack.append(child)
+    return count
 
 
 def _syntax_problem(exc: tomllib.TOMLDecodeError, text: str, label: str) -> ConfigProblem:

@@ -159,6 +159,21 @@ def problem_from_error(
         fix = (f'did you mean "{guess}"?' if guess is not None
                else f"remove it; valid {what}: {', '.join(sorted(valid)) or 'none'}")
         return ConfigProblem(path, f'unknown key "{leaf}" in {where}', fix, source)
+    if kind == "moved_key":  # a key that moved elsewhere in the recipe (ctx["to"])
+        return ConfigProblem(path, f"{error['msg']}: [{path}] moved to [{ctx['to']}]",
+                             f"move the keys of [{path}] to [{ctx['to']}]", source)
+    if kind in ("too_short", "too_long") or (kind == "missing" and isinstance(loc[-1], int)):
+        # a fixed-length list such as betas = [b1, b2]: say how many items, not "key 1"
+        list_loc = loc[:-1] if kind == "missing" else loc
+        list_tp, list_info = resolve_loc(model, list_loc)
+        items = get_args(list_tp) if get_origin(list_tp) is tuple else ()
+        fixed = len(items) if items and Ellipsis not in items else None
+        has_list_default, list_default = _default_of(list_info)
+        want = f"{fixed} items" if fixed else "the right number of items"
+        like = f", like {toml_literal(list_default)}" if has_list_default else ""
+        given = f", got {_short(value)}" if isinstance(value, list | tuple) else ""
+        return ConfigProblem(key_path(prefix + list_loc), f"expected a list of {want}{given}",
+                             f"write {want}{like}", source)
     if kind == "missing":
         placeholder = {str: '"..."', int: "1", float: "1.0", bool: "true"}.get(tp, "...")
         return ConfigProblem(path, f'required key "{leaf}" is missing',
@@ -176,9 +191,21 @@ def problem_from_error(
         limit = next(iter(ctx.values()), "?")
         return ConfigProblem(path, f"{_short(value)} is out of range (must be {bound} {limit})",
                              f"use a value {bound} {limit}{example}", source)
+    if kind == "finite_number":
+        return ConfigProblem(path, f"{_short(value)} is not a finite number",
+                             f"use a finite number (nan and inf are not allowed){example}",
+                             source)
+    if kind == "string_too_long":
+        return ConfigProblem(
+            path, f"{_short(value)} is {len(str(value))} characters long, more than "
+            f"{ctx.get('max_length')}", f"use at most {ctx.get('max_length')} characters{example}",
+            source)
     if kind == "string_pattern_mismatch":
         return ConfigProblem(path, f"{_short(value)} does not match {ctx.get('pattern')}",
                              f"use letters, digits, '.', '_' or '-'{example}", source)
+    if "fix" in ctx:  # a validator that knows the fix says it (PydanticCustomError context)
+        return ConfigProblem(path, f"{error.get('msg', 'invalid value')}, got {_short(value)}",
+                             str(ctx["fix"]), source)
     expected = _type_words(tp)
     if kind.endswith(("_type", "_parsing")) and expected != "a valid value":
         message = f"expected {expected}, got {_short(value)}"
@@ -220,6 +247,10 @@ def prune(data: dict[str, Any], loc: Sequence[str | int]) -> None:
             break
     if trail:
         container, part = trail[-1]
+        if isinstance(container, list) and not isinstance(container[part], dict) and len(trail) > 1:
+            # a bad item of a value list (betas = [1.0, 0.5]): dropping it alone would shift the
+            # others and make up a second problem ("betas[1] is missing"); drop the whole list
+            container, part = trail[-2]
         del container[part]
 
 

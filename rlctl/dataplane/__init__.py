@@ -7,12 +7,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rlctl.dataplane.contract import (
-    DataPlane,
+from rlctl.dataplane.contract import DataPlane
+from rlctl.dataplane.errors import (
     DataPlaneClosedError,
     DataPlaneError,
+    DuplicateKeyError,
     FieldLayoutError,
     MissingFieldError,
+    RowCountError,
+    ShapeMismatchError,
+    TagCountError,
     UnknownKeyError,
 )
 from rlctl.dataplane.replay_buffer import ReplayBuffer, RolloutFailure, SampleTimeout
@@ -20,34 +24,44 @@ from rlctl.dataplane.replay_buffer import ReplayBuffer, RolloutFailure, SampleTi
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from pydantic import BaseModel
+
 __all__ = [
     "DataPlane",
     "DataPlaneClosedError",
     "DataPlaneError",
+    "DuplicateKeyError",
     "FieldLayoutError",
     "MissingFieldError",
     "ReplayBuffer",
     "RolloutFailure",
+    "RowCountError",
     "SampleTimeout",
+    "ShapeMismatchError",
+    "TagCountError",
     "UnknownKeyError",
     "open_data_plane",
 ]
 
 
 def open_data_plane(
-    backend: str, options: Mapping[str, Any] | None = None, *, run_id: str
+    backend: str, options: Mapping[str, Any] | BaseModel | None = None, *, run_id: str
 ) -> DataPlane:
     """Open the registered data plane ``backend`` with validated ``options``.
 
-    ``ray`` expects Ray to be initialised by the caller; ``transferqueue`` also starts
-    TransferQueue (and shuts it down in ``close()``); ``memory`` is single-process.
+    ``options`` is an option model already validated (a loaded recipe's, the trainer's
+    case) or a raw table, validated here (benchmarks, tests). ``ray`` expects Ray to be
+    initialised by the caller; ``transferqueue`` also starts TransferQueue (and shuts it
+    down in ``close()``); ``memory`` is single-process.
     """
-    from pydantic import ValidationError
+    from pydantic import BaseModel, ValidationError
 
     from rlctl.registry import get_registry
 
     reg = get_registry().get("data_plane", backend)
     factory = reg.load()
+    if isinstance(options, BaseModel):
+        return factory(options, run_id=run_id)
     raw = dict(options or {})
     if reg.options is not None:
         try:

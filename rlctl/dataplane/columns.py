@@ -23,7 +23,7 @@ import torch
 from tensordict import NonTensorData, NonTensorStack, TensorDict
 
 from rlctl.dataplane import jagged
-from rlctl.dataplane.contract import FieldLayoutError, Layout
+from rlctl.dataplane.contract import FieldLayoutError, Layout, RowCountError, ShapeMismatchError
 from rlctl.dataplane.npbridge import fresh_copy, np_view, to_torch
 
 Kind = Literal["dense", "jagged", "object"]
@@ -149,7 +149,7 @@ def _encode_one(name: str, value: Any, batch: int, copy: bool) -> Column:
 
 def _check_rows(name: str, rows: int, batch: int) -> None:
     if rows != batch:
-        raise FieldLayoutError(f"field {name!r} has {rows} rows but {batch} keys were given")
+        raise RowCountError(f"field {name!r} has {rows} rows but {batch} keys were given")
 
 
 def _dtype_name(t: torch.Tensor) -> str:
@@ -279,7 +279,7 @@ def _gather_dense(name: str, cols: list[tuple[Column, int]], copy: bool) -> np.n
     groups = _runs(cols)
     shapes = {tuple(col.data.shape[1:]) for col, _, _ in groups.values()}
     if len(shapes) != 1:
-        raise FieldLayoutError(
+        raise ShapeMismatchError(
             f"field {name!r} was put dense with different per-sample shapes {sorted(shapes)}; "
             "put variable-length fields as a jagged nested tensor or a list of tensors"
         )
@@ -314,7 +314,7 @@ def _gather_jagged(name: str, cols: list[tuple[Column, int]]) -> tuple[np.ndarra
         trailing.add(tuple(piece.shape[1:]))
         pieces.append(piece)
     if len(trailing) > 1:
-        raise FieldLayoutError(
+        raise ShapeMismatchError(
             f"field {name!r} rows have different trailing shapes {sorted(trailing)}"
         )
     offsets = np.zeros(len(cols) + 1, dtype=np.int64)

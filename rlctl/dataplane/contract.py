@@ -26,6 +26,18 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
+from rlctl.dataplane.errors import (  # re-exported: old imports from this module keep working
+    DataPlaneClosedError,
+    DataPlaneError,
+    DuplicateKeyError,
+    FieldLayoutError,
+    MissingFieldError,
+    RowCountError,
+    ShapeMismatchError,
+    TagCountError,
+    UnknownKeyError,
+)
+
 if TYPE_CHECKING:
     from tensordict import TensorDict
 
@@ -33,26 +45,6 @@ Layout = Literal["jagged", "padded"]
 
 # Terminal sample states (the ReplayBuffer waits for every expected key to reach one).
 TERMINAL_STATUSES = frozenset({"success", "failure"})
-
-
-class DataPlaneError(Exception):
-    """Base of every data-plane error."""
-
-
-class UnknownKeyError(DataPlaneError, LookupError):
-    """A key asked for is not in the partition."""
-
-
-class MissingFieldError(DataPlaneError, LookupError):
-    """A field asked for has not been written for some (or all) of the keys."""
-
-
-class FieldLayoutError(DataPlaneError, ValueError):
-    """A field's values cannot be put or assembled the way they were given."""
-
-
-class DataPlaneClosedError(DataPlaneError, RuntimeError):
-    """The data plane was used after ``close()``."""
 
 
 def describe_keys(keys: Sequence[str], limit: int = 5) -> str:
@@ -170,9 +162,30 @@ def check_put_args(
         )
     if len(set(keys)) != len(keys):
         dup = sorted({k for k in keys if keys.count(k) > 1})
-        raise ValueError(f"a put names key(s) {describe_keys(dup)} more than once")
+        raise DuplicateKeyError(f"a put names key(s) {describe_keys(dup)} more than once")
     if tags is not None and len(tags) != len(keys):
-        raise ValueError(f"{len(keys)} keys but {len(tags)} tag dicts; give one tag dict per key")
+        raise TagCountError(
+            f"{len(keys)} keys but {len(tags)} tag dicts; give one tag dict per key"
+        )
     if fields is None and tags is None:
         raise ValueError("a put needs fields, tags or both")
     return keys
+
+
+__all__ = [
+    "TERMINAL_STATUSES",
+    "AsyncTwinsMixin",
+    "DataPlane",
+    "DataPlaneClosedError",
+    "DataPlaneError",
+    "DuplicateKeyError",
+    "FieldLayoutError",
+    "Layout",
+    "MissingFieldError",
+    "RowCountError",
+    "ShapeMismatchError",
+    "TagCountError",
+    "UnknownKeyError",
+    "check_put_args",
+    "describe_keys",
+]

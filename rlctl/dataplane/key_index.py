@@ -109,7 +109,8 @@ class KeyIndex:
             raise UnknownKeyError(
                 f"partition {partition_id!r} has no key(s) {describe_keys(unknown)} "
                 f"({len(unknown)} of {len(keys)} requested are unknown; put them first "
-                "or check the partition)"
+                "or check the partition)",
+                keys=unknown,
             )
         handles: dict[int, Any] = {}
         out: dict[str, list[Loc]] = {}
@@ -128,7 +129,9 @@ class KeyIndex:
                 raise MissingFieldError(
                     f"field {name!r} is not written for {len(lacking)} of {len(keys)} key(s) in "
                     f"partition {partition_id!r}: {describe_keys(lacking)}; fields present on "
-                    f"these keys: {present or 'none'}"
+                    f"these keys: {present or 'none'}",
+                    field=name,
+                    keys=lacking,
                 )
             out[name] = locs
         return Located(handles, out)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
+from pydantic import BaseModel, Field, PositiveFloat, PositiveInt
+
+from rlctl.config.strict import STRICT_CONFIG
 
 
 class MemoryOptions(BaseModel):
     """Options of the in-process ``memory`` data plane."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = STRICT_CONFIG
 
     copy_on_put: bool = True
     """Copy put tensors so later in-place edits by the caller cannot change stored data."""
@@ -17,7 +19,7 @@ class MemoryOptions(BaseModel):
 class RayOptions(BaseModel):
     """Options of the ``ray`` data plane (tensors in Ray's object store, an index actor)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = STRICT_CONFIG
 
     index_name: str | None = None
     """Name of the index actor; ``None`` derives ``rlctl-dataplane-<run_id>``."""
@@ -32,7 +34,7 @@ class RayOptions(BaseModel):
 class TransferQueueOptions(BaseModel):
     """Options of the ``transferqueue`` data plane (TransferQueue 0.1.x carries the bytes)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = STRICT_CONFIG
 
     storage_units: PositiveInt = 1
     """SimpleStorage units to start (each is a Ray actor; one fits a 2-CPU machine)."""

@@ -36,7 +36,13 @@ from tensordict import NonTensorStack, TensorDict
 
 from rlctl.dataplane import columns, jagged, npbridge
 from rlctl.dataplane.block_plane import BlockDataPlane
-from rlctl.dataplane.contract import DataPlaneError, FieldLayoutError, Layout, MissingFieldError
+from rlctl.dataplane.contract import (
+    DataPlaneError,
+    FieldLayoutError,
+    Layout,
+    MissingFieldError,
+    ShapeMismatchError,
+)
 from rlctl.dataplane.options import TransferQueueOptions
 from rlctl.dataplane.ray_index import IndexActorClient, call, get_or_create
 
@@ -180,7 +186,9 @@ class TransferQueueDataPlane(IndexActorClient, BlockDataPlane):
                 raise MissingFieldError(
                     f"transferqueue returned no field {name!r} for keys in partition "
                     f"{partition_id!r} although rlctl's index records it (TQ drops unknown "
-                    "fields silently; was the key cleared concurrently?)"
+                    "fields silently; was the key cleared concurrently?)",
+                    field=name,
+                    keys=keys,
                 )
             kinds = {boxed[bid][0][name] for bid, _ in locs[name]}
             out[name] = _from_tq_value(name, got.get(name), kinds, layout, pad_value)
@@ -230,7 +238,7 @@ def _from_tq_value(name: str, value: Any, kinds: set[str], layout: Layout, pad_v
         rows = value.unbind()
         shapes = {tuple(r.shape) for r in rows}
         if len(shapes) != 1:
-            raise FieldLayoutError(
+            raise ShapeMismatchError(
                 f"field {name!r} was put dense with different per-sample shapes {sorted(shapes)}; "
                 "put variable-length fields as a jagged nested tensor or a list of tensors"
             )

@@ -2,5 +2,5 @@
 
 ``train/``: the ModelEngine contract and the FSDP2 / Megatron-core engines. ``rollout/``: the
 RolloutEngine contract and the hf / vllm / sglang engines. ``distributed``: torch.distributed
-setup and collectives both wings use.
+setup and the all-reduce helpers both wings use (the communication device is always given).
 """

@@ -11,10 +11,14 @@ about 76k parameters, that learns ``count_digits`` by GRPO on a CPU in about a m
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedTokenizerFast, Qwen3ForCausalLM
+    from transformers import (
+        PreTrainedTokenizerFast,
+        Qwen3ForCausalLM,
+        Qwen3ForSequenceClassification,
+    )
 
     from rlctl.config.recipe import TinyModelSection
 
@@ -56,6 +60,28 @@ def build_tiny_tokenizer() -> PreTrainedTokenizerFast:
     return fast
 
 
+def _tiny_config(tiny: TinyModelSection, vocab_size: int, **head: Any) -> Any:
+    """The ``Qwen3Config`` of the tiny shape; ``head``: what the model class adds (tied
+    embeddings for the policy, one label for a reward model)."""
+    from transformers import Qwen3Config
+
+    return Qwen3Config(
+        vocab_size=vocab_size,
+        hidden_size=tiny.hidden_size,
+        intermediate_size=tiny.intermediate_size,
+        num_hidden_layers=tiny.num_hidden_layers,
+        num_attention_heads=tiny.num_attention_heads,
+        num_key_value_heads=tiny.num_key_value_heads,
+        head_dim=tiny.head_dim,
+        max_position_embeddings=tiny.max_position_embeddings,
+        pad_token_id=PAD_ID,
+        bos_token_id=BOS_ID,
+        eos_token_id=EOS_ID,
+        attention_dropout=0.0,
+        **head,
+    )
+
+
 def build_tiny_model(
     tiny: TinyModelSection, seed: int, vocab_size: int = len(TINY_VOCAB)
 ) -> Qwen3ForCausalLM:
@@ -65,23 +91,9 @@ def build_tiny_model(
     stream (the actor, the reference and the rollout engine each build one).
     """
     import torch
-    from transformers import Qwen3Config, Qwen3ForCausalLM
+    from transformers import Qwen3ForCausalLM
 
-    config = Qwen3Config(
-        vocab_size=vocab_size,
-        hidden_size=tiny.hidden_size,
-        intermediate_size=tiny.intermediate_size,
-        num_hidden_layers=tiny.num_hidden_layers,
-        num_attention_heads=tiny.num_attention_heads,
-        num_key_value_heads=tiny.num_key_value_heads,
-        head_dim=tiny.head_dim,
-        max_position_embeddings=tiny.max_position_embeddings,
-        tie_word_embeddings=True,
-        pad_token_id=PAD_ID,
-        bos_token_id=BOS_ID,
-        eos_token_id=EOS_ID,
-        attention_dropout=0.0,
-    )
+    config = _tiny_config(tiny, vocab_size, tie_word_embeddings=True)
     config._attn_implementation = "sdpa"
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -89,4 +101,22 @@ def build_tiny_model(
     model.generation_config.pad_token_id = PAD_ID
     model.generation_config.eos_token_id = EOS_ID
     model.generation_config.bos_token_id = BOS_ID
+    return model.float()
+
+
+def build_tiny_reward_model(
+    tiny: TinyModelSection, seed: int, vocab_size: int = len(TINY_VOCAB)
+) -> Qwen3ForSequenceClassification:
+    """A random-init fp32 ``Qwen3ForSequenceClassification`` (one logit) over the tiny vocab.
+
+    What the reward-model tests and examples score with: ``save_pretrained(dir)`` gives a
+    checkpoint ``[[rewards]] name = "reward_model"`` loads like any HF reward model, offline.
+    """
+    import torch
+    from transformers import Qwen3ForSequenceClassification
+
+    config = _tiny_config(tiny, vocab_size, num_labels=1)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = Qwen3ForSequenceClassification(config)
     return model.float()

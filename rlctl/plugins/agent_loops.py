@@ -109,6 +109,25 @@ def validate_config(recipe):  # type: ignore[no-untyped-def]
                 'add [rollout.environment] with name = "<a registered environment>"',
             )
         )
+    agent = ro.agent_loop_options.get("agent") if ro.agent_loop == "openai_agent" else None
+    if isinstance(agent, str):  # its form is the option model's check; does it exist?
+        from rlctl.registry_targets import split_target, static_problem
+
+        try:
+            split_target(agent)
+        except ValueError:  # malformed: the option model reports it
+            why = None
+        else:
+            why = static_problem(agent)
+        if why is not None:
+            problems.append(
+                ConfigProblem(
+                    "rollout.agent_loop_options.agent",
+                    f"the agent function {agent!r} cannot be loaded: {why}",
+                    'name an async function as "package.module:function" that the rollout '
+                    "workers can import",
+                )
+            )
     if ro.tool_parser == "compact" and len(ro.tools) > 1:
         problems.append(
             ConfigProblem(

@@ -11,8 +11,11 @@ Metadata per registration:
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, model_validator
+from typing import Annotated
 
+from pydantic import BaseModel, Field, PositiveFloat, model_validator
+
+from rlctl.config.strict import LAX, STRICT_CONFIG
 from rlctl.hookspecs import hookimpl
 
 _MOD = "rlctl.algorithms.estimators"
@@ -21,15 +24,15 @@ _OTB = "rlctl.algorithms.token_baseline"
 
 
 class _Options(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = STRICT_CONFIG
 
 
 class GdpoOptions(_Options):
     """Options of ``gdpo`` (``[algorithm.estimator_options]``)."""
 
-    reward_keys: tuple[str, ...] = ()
+    reward_keys: Annotated[tuple[str, ...], LAX] = ()
     """Reward components normalised separately (keys of the reward functions' dict outputs); empty: the summed reward only."""
-    reward_weights: tuple[float, ...] | None = None
+    reward_weights: Annotated[tuple[float, ...], LAX] | None = None
     """Weight of each component in ``reward_keys`` order; ``None`` weighs all 1."""
 
     @model_validator(mode="after")

@@ -9,8 +9,9 @@ method is defined with a specific aggregation (verl forces it; rlctl honours the
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, model_validator
+from pydantic import BaseModel, Field, PositiveFloat, model_validator
 
+from rlctl.config.strict import STRICT_CONFIG
 from rlctl.hookspecs import hookimpl
 
 _PG = "rlctl.algorithms.policy_losses"
@@ -18,7 +19,7 @@ _COV = "rlctl.algorithms.covariance_losses"
 
 
 class _Options(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = STRICT_CONFIG
 
 
 class SapoOptions(_Options):

@@ -1,10 +1,18 @@
-"""Built-in reward functions (``[[rewards]] name = NAME``): pure Python, no torch."""
+"""Built-in rewards (``[[rewards]] name = NAME``).
+
+Rule functions are pure Python (no torch). ``kind`` metadata says where a reward runs
+(:data:`rlctl.rewards.reward_set.REWARD_KINDS`): ``llm_judge`` asks the rollout engine,
+``reward_model`` scores batches in the reward worker group. Targets are lazy strings, so
+this module imports neither torch nor transformers.
+"""
 
 from __future__ import annotations
 
 from rlctl.hookspecs import hookimpl
 from rlctl.rewards.gsm8k import Gsm8kOptions
+from rlctl.rewards.judge import LLMJudgeOptions
 from rlctl.rewards.match import DigitsMatchOptions, ExactMatchOptions
+from rlctl.rewards.reward_model import RewardModelOptions
 from rlctl.rewards.shaping import LengthPenaltyOptions
 
 
@@ -33,4 +41,18 @@ def register_reward_functions(register) -> None:  # type: ignore[no-untyped-def]
         "rlctl.rewards.shaping:length_penalty",
         options=LengthPenaltyOptions,
         description="shaping term in [-1, 0] that grows with response length",
+    )
+    register(
+        "llm_judge",
+        "rlctl.rewards.judge:LLMJudge",
+        options=LLMJudgeOptions,
+        description="generative judge: the rollout engine rates the response, a number is parsed",
+        kind="judge",
+    )
+    register(
+        "reward_model",
+        "rlctl.rewards.reward_model:SequenceClassifierReward",
+        options=RewardModelOptions,
+        description="discriminative reward model: an HF sequence-classification checkpoint",
+        kind="model",
     )

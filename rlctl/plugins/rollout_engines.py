@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import os
+
+from rlctl.config.problems import ConfigProblem
+from rlctl.config.recipe import Recipe
 from rlctl.engines.rollout.hf.options import HFRolloutOptions
+from rlctl.engines.rollout.server.options import INTERPRETER_FIX, interpreter_problem
 from rlctl.engines.rollout.sglang.options import SGLangOptions
 from rlctl.engines.rollout.vllm.options import VLLMOptions
 from rlctl.hookspecs import hookimpl
+
+SERVER_ENGINES = ("vllm", "sglang")
 
 
 @hookimpl
@@ -31,3 +38,20 @@ def register_rollout_engines(register) -> None:  # type: ignore[no-untyped-def]
         description="SGLang server(s), token-in/token-out over the native /generate",
         weight_sync="sglang",
     )
+
+
+@hookimpl
+def validate_config(recipe: Recipe) -> list[ConfigProblem]:
+    """A server engine's ``python`` must exist on this machine and be executable.
+
+    (Its form, an absolute path, is the option model's check; a relative one is reported
+    there, so it is skipped here.)
+    """
+    rollout = recipe.engines.rollout
+    python = rollout.options.get("python") if rollout.backend in SERVER_ENGINES else None
+    if not isinstance(python, str) or not os.path.isabs(python):
+        return []
+    problem = interpreter_problem(python)
+    if problem is None:
+        return []
+    return [ConfigProblem("engines.rollout.options.python", problem, INTERPRETER_FIX)]

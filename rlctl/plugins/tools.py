@@ -1,4 +1,4 @@
-"""Built-in tools and tool-call parsers, and the ``tool`` agent loop's tasks (issue 15)."""
+"""Built-in tools, and the ``tool`` agent loop's task and reward (issue 15)."""
 
 from __future__ import annotations
 
@@ -20,20 +20,6 @@ def register_tools(register) -> None:  # type: ignore[no-untyped-def]
         "rlctl.agents.builtin_tools:Lookup",
         options=LookupOptions,
         description="answer with a value stored with the prompt, hidden from the model",
-    )
-
-
-@hookimpl
-def register_tool_parsers(register) -> None:  # type: ignore[no-untyped-def]
-    register(
-        "hermes",
-        "rlctl.agents.tool_parsers:HermesToolParser",
-        description="<tool_call>{json}</tool_call> blocks; results as tool messages",
-    )
-    register(
-        "compact",
-        "rlctl.agents.tool_parsers:CompactToolParser",
-        description="tiny models: ARGS# calls the one tool, its result follows as text",
     )
 
 

@@ -1,37 +1,15 @@
-"""Built-in weight-sync methods (actor weights -> rollout engines)."""
+"""Built-in weight-sync methods (actor weights -> rollout engines).
+
+Each is ``sync(weights, engine, version)``; its options are
+``[engines.rollout.weight_sync_options]``, validated by the model registered here.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt
-
+from rlctl.engines.rollout.sglang.options import SGLangWeightSyncOptions
 from rlctl.engines.rollout.vllm.options import VLLMWeightSyncOptions
 from rlctl.engines.rollout.weight_sync import InProcessOptions
 from rlctl.hookspecs import hookimpl
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-
-
-class SGLangWeightSyncOptions(_Strict):
-    """Options of the ``sglang`` weight sync."""
-
-    transport: Literal["disk", "tensor", "distributed"] = "tensor"
-    """``/update_weights_from_disk``, ``..._from_tensor`` or ``..._from_distributed``."""
-    bucket_mb: PositiveInt = 512
-    """Tensors are sent in buckets of about this size (``tensor``, ``distributed``)."""
-    flush_cache: bool = True
-    """Flush the radix cache after the update (stale KV entries)."""
-    timeout_s: float = Field(300.0, gt=0)
-    """Seconds an update (and joining the ``distributed`` group) may take before it fails."""
-    group_backend: Literal["auto", "gloo", "nccl"] = "auto"
-    """``distributed``: process-group backend; ``auto`` = nccl on GPU, gloo on CPU."""
-    master_address: str = "127.0.0.1"
-    """``distributed``: address the servers use to reach this process (rank 0 of the group)."""
-    staging_dir: str | None = None
-    """``disk``: directory the servers read the safetensors file from; ``None`` = a temporary one."""
 
 
 @hookimpl

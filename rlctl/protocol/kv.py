@@ -11,7 +11,6 @@ prompt's group (``[0, n)``), ``index`` numbers the outputs one session emits (``
 
 from __future__ import annotations
 
-import heapq
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -89,11 +88,6 @@ class KVBatchMeta:
     def __iter__(self) -> Iterator[tuple[str, dict[str, Any]]]:
         return iter(zip(self.keys, self.tags, strict=True))
 
-    @classmethod
-    def from_listing(cls, partition_id: str, listing: dict[str, dict[str, Any]]) -> KVBatchMeta:
-        """Build from a ``kv_list`` result (``{key: tags}``), in its order."""
-        return cls(tuple(listing), partition_id, tuple(listing.values()))
-
     def tag_values(self, name: str) -> list[Any]:
         """The value of tag ``name`` for every key; a key without it is an error."""
         missing = [k for k, t in self if name not in t]
@@ -101,12 +95,7 @@ class KVBatchMeta:
             raise KeyError(f"tag {name!r} is missing on {len(missing)} key(s), e.g. {missing[:3]}")
         return [t[name] for t in self.tags]
 
-    @property
-    def uids(self) -> list[str]:
-        """The uid of every key (from the ``uid`` tag, else parsed from the key)."""
-        return [t.get("uid") or parse_key(k)[0] for k, t in self]
-
-    # ------------------------------------------------------------------ combine / split
+    # ------------------------------------------------------------------ split
     @staticmethod
     def concat(metas: Sequence[KVBatchMeta]) -> KVBatchMeta:
         """Join batches of one partition, in order; keys must not repeat."""
@@ -138,69 +127,18 @@ class KVBatchMeta:
             tuple(self.tags[i] for i in positions),
         )
 
-    def reorder(self, order: Sequence[int]) -> KVBatchMeta:
-        """Permute the keys; ``order`` must be a permutation of ``range(len(self))``."""
-        order = [int(i) for i in order]
-        if sorted(order) != list(range(len(self))):
-            raise ValueError(f"reorder: {order[:8]}... is not a permutation of range({len(self)})")
-        return self.select(order)
+    def chunk(self, n: int) -> list[KVBatchMeta]:
+        """Split into ``n`` contiguous runs whose sizes differ by at most one (the first
+        ``len % n`` are one longer); chunks may be empty when ``n > len(self)``.
 
-    def chunk(self, n: int, *, balance_by: str | None = None) -> list[KVBatchMeta]:
-        """Split into ``n`` chunks whose sizes differ by at most one.
-
-        Without ``balance_by`` the chunks are contiguous runs (the first ``len % n`` are one
-        longer). With ``balance_by="seq_len"`` (any numeric tag) keys are spread so that the
-        tag sums are balanced (greedy longest-first under the equal-count constraint, which
-        keeps per-rank micro-batch counts equal). Each chunk keeps the original key order.
-        Chunks may be empty when ``n > len(self)``.
+        Rollout dispatch uses this; training shards are balanced by ``seq_len`` and split by
+        group in :mod:`rlctl.trainer.controller.balance`.
         """
-        sizes = _chunk_sizes(len(self), n)
-        if balance_by is None:
-            out, start = [], 0
-            for size in sizes:
-                out.append(self.select(range(start, start + size)))
-                start += size
-            return out
-        weights = [float(w) for w in self.tag_values(balance_by)]
-        # Longest-first into the lightest chunk that still has room.
-        heap = [(0.0, c) for c in range(n)]
-        members: list[list[int]] = [[] for _ in range(n)]
-        for i in sorted(range(len(self)), key=lambda i: -weights[i]):
-            skipped = []
-            load, c = heapq.heappop(heap)
-            while len(members[c]) >= sizes[c]:
-                skipped.append((load, c))
-                load, c = heapq.heappop(heap)
-            members[c].append(i)
-            heapq.heappush(heap, (load + weights[i], c))
-            for item in skipped:
-                heapq.heappush(heap, item)
-        return [self.select(sorted(m)) for m in members]
-
-    def chunk_by_group(self, n: int, *, group_tag: str = "uid") -> list[KVBatchMeta]:
-        """Split into ``n`` chunks with every key of one group in the same chunk.
-
-        The group of a key is its ``group_tag`` tag, or, for the default ``uid``, the uid
-        parsed from the key when the tag is absent. Groups go largest-first to the chunk
-        with the fewest keys; each chunk keeps the original key order.
-        """
-        _chunk_sizes(len(self), n)  # validates n
-        groups: dict[Any, list[int]] = {}
-        for i, (k, t) in enumerate(self):
-            if group_tag in t:
-                g = t[group_tag]
-            elif group_tag == "uid":
-                g = parse_key(k)[0]
-            else:
-                raise KeyError(f"chunk_by_group: key {k!r} has no tag {group_tag!r}")
-            groups.setdefault(g, []).append(i)
-        heap = [(0, c) for c in range(n)]
-        members: list[list[int]] = [[] for _ in range(n)]
-        for positions in sorted(groups.values(), key=len, reverse=True):
-            count, c = heapq.heappop(heap)
-            members[c].extend(positions)
-            heapq.heappush(heap, (count + len(positions), c))
-        return [self.select(sorted(m)) for m in members]
+        out, start = [], 0
+        for size in _chunk_sizes(len(self), n):
+            out.append(self.select(range(start, start + size)))
+            start += size
+        return out
 
 
 def _chunk_sizes(total: int, n: int) -> list[int]:

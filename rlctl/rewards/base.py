@@ -37,6 +37,8 @@ class RewardInput:
     """``stop`` (eos emitted) or ``length`` (hit max_new_tokens)."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Anything else the agent loop knows (turn count, tool calls...)."""
+    prompt_ids: tuple[int, ...] = ()
+    """The prompt's token ids (what a reward model reads, with ``response_ids``)."""
 
     @property
     def answer(self) -> str:
@@ -73,4 +75,5 @@ class RewardInput:
             data_source=data_source,
             finish_reason="length" if cut is None else "stop",
             extra=dict(extra or {}),
+            prompt_ids=tuple(int(t) for t in prompt_ids),
         )

@@ -9,8 +9,9 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
+from rlctl.config.strict import STRICT_CONFIG
 from rlctl.rewards.base import RewardInput
 
 _STRICT = re.compile(r"####\s*(-?[$0-9.,]+)")
@@ -20,7 +21,7 @@ _NUMBER = re.compile(r"-?[$0-9.,]*[0-9]+")
 class Gsm8kOptions(BaseModel):
     """Options of ``gsm8k``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = STRICT_CONFIG
 
     method: Literal["strict", "flexible"] = "strict"
     """``strict``: the number after ``####``; ``flexible``: the last number."""

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
+from rlctl.config.strict import STRICT_CONFIG
 from rlctl.rewards.base import RewardInput
 
 
 class DigitsMatchOptions(BaseModel):
     """Options of ``digits_match`` (none yet: the formula is fixed)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = STRICT_CONFIG
 
 
 def digits_match(sample: RewardInput) -> dict[str, float]:
@@ -31,7 +32,7 @@ def digits_match(sample: RewardInput) -> dict[str, float]:
 class ExactMatchOptions(BaseModel):
     """Options of ``exact_match``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = STRICT_CONFIG
 
     strip: bool = True
     """Ignore leading and trailing whitespace of the completion."""

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+from pydantic import BaseModel, Field, PositiveInt
 
+from rlctl.config.strict import STRICT_CONFIG
 from rlctl.rewards.base import RewardInput
 
 
 class LengthPenaltyOptions(BaseModel):
     """Options of ``length_penalty``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = STRICT_CONFIG
 
     target_tokens: int = Field(0, ge=0)
     """Responses up to this many tokens are not penalised."""

@@ -53,8 +53,6 @@ class ConsoleSink:
         """Nothing to release: the console belongs to rich."""
 
 
-def make_console_sink(
-    options: Mapping[str, Any] | ConsoleSinkOptions | None, *, run_dir: Path
-) -> ConsoleSink:
+def make_console_sink(options: ConsoleSinkOptions, *, run_dir: Path) -> ConsoleSink:
     """Factory registered as ``console`` (``run_dir`` is unused: it writes no file)."""
-    return ConsoleSink(ConsoleSinkOptions.model_validate(options or {}))
+    return ConsoleSink(options)

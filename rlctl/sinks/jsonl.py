@@ -88,9 +88,6 @@ def drop_steps_from(path: Path, step: int) -> int:
     return dropped
 
 
-def make_jsonl_sink(
-    options: Mapping[str, Any] | JsonlSinkOptions | None, *, run_dir: Path
-) -> JsonlSink:
+def make_jsonl_sink(options: JsonlSinkOptions, *, run_dir: Path) -> JsonlSink:
     """Factory registered as ``jsonl``."""
-    opts = JsonlSinkOptions.model_validate(options or {})
-    return JsonlSink(Path(run_dir) / opts.filename, flush_every=opts.flush_every)
+    return JsonlSink(Path(run_dir) / options.filename, flush_every=options.flush_every)

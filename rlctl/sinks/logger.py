@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from rlctl.sinks.protocol import MetricSink, SinkNotInstalledError
 from rlctl.sinks.scalars import scalar_metrics
@@ -38,7 +38,8 @@ class SinkFailure:
     error: str
 
 
-def _report_to_stderr(message: str) -> None:
+def report_to_stderr(message: str) -> None:
+    """``warning: <message>`` on stderr (how the run reports what it survives)."""
     from rich.console import Console
     from rich.markup import escape
 
@@ -54,7 +55,7 @@ class MetricLogger:
     def __init__(self, sinks: Mapping[str, MetricSink], *, report: Reporter | None = None) -> None:
         self.sinks: dict[str, MetricSink] = dict(sinks)
         self.failures: list[SinkFailure] = []
-        self._report = report or _report_to_stderr
+        self._report = report or report_to_stderr
         self._reported: set[tuple[str, str]] = set()
         self._dropped_reported: set[str] = set()
         self._closed = False
@@ -66,13 +67,14 @@ class MetricLogger:
         names: Iterable[str],
         *,
         run_dir: Path,
-        options: Mapping[str, Mapping[str, Any]] | None = None,
+        options: Mapping[str, Mapping[str, Any] | BaseModel | None] | None = None,
         registry: Any = None,
         report: Reporter | None = None,
     ) -> MetricLogger:
         """Build the sinks registered under ``names`` (``[logging] sinks``).
 
-        ``options`` is ``[logging] sink_options`` (per sink name). ``registry`` defaults to
+        ``options`` per sink name: its validated option model (a loaded recipe's) or its raw
+        ``[logging.sink_options.NAME]`` table, validated here. ``registry`` defaults to
         :func:`rlctl.registry.get_registry`. Raises :class:`SinkBuildError` naming the sink.
         """
         if registry is None:
@@ -123,15 +125,18 @@ class MetricLogger:
         run_dir: Path,
         *,
         quiet: bool = False,
+        options: Mapping[str, BaseModel | None] | None = None,
         registry: Any = None,
         report: Reporter | None = None,
     ) -> MetricLogger:
         """Build the sinks of ``recipe.logging``; ``quiet`` (``--quiet``) leaves out ``console``
-        so that only files and dashboards receive metrics."""
+        so that only files and dashboards receive metrics. ``options``: the sinks' option
+        models validated at load, by sink name (default: the recipe's raw tables)."""
         names = [n for n in recipe.logging.sinks if not (quiet and n == "console")]
-        options = {k: v for k, v in recipe.logging.sink_options.items() if k in names}
+        given = recipe.logging.sink_options if options is None else options
         return cls.from_names(
-            names, run_dir=run_dir, options=options, registry=registry, report=report
+            names, run_dir=run_dir, options={k: v for k, v in given.items() if k in names},
+            registry=registry, report=report,
         )
 
     # ------------------------------------------------------------------ logging
@@ -190,28 +195,23 @@ class MetricLogger:
         )
 
 
-def _build_one(registry: Any, name: str, run_dir: Path, options: Mapping[str, Any]) -> MetricSink:
+def _build_one(
+    registry: Any, name: str, run_dir: Path, options: Mapping[str, Any] | BaseModel | None
+) -> MetricSink:
     reg = registry.find("metric_sink", name)
     if reg is None:
         known = ", ".join(registry.names("metric_sink")) or "none"
         raise SinkBuildError(
             f"[logging] sinks: no metric sink named {name!r} is registered (registered: {known})"
         )
+    validated = _validated(reg, options)
     try:
         factory = reg.load()
-        sink = factory(dict(options), run_dir=run_dir)
+        sink = factory(validated, run_dir=run_dir)
     except SinkNotInstalledError as exc:  # its message already says what to install
         raise SinkBuildError(str(exc)) from exc
     except ImportError as exc:
         raise SinkBuildError(f"metric sink {name!r} could not be loaded: {exc}") from exc
-    except ValidationError as exc:
-        lines = [
-            f"  logging.sink_options.{name}.{'.'.join(map(str, err['loc']))}: {err['msg']}"
-            for err in exc.errors()
-        ]
-        raise SinkBuildError(
-            f"metric sink {name!r} could not be built: invalid options\n" + "\n".join(lines)
-        ) from exc
     except Exception as exc:
         raise SinkBuildError(
             f"metric sink {name!r} could not be built: {type(exc).__name__}: {exc}"
@@ -222,6 +222,28 @@ def _build_one(registry: Any, name: str, run_dir: Path, options: Mapping[str, An
             "which has no log(step, metrics) / close(); fix the plugin's factory"
         )
     return sink
+
+
+def _validated(reg: Any, options: Mapping[str, Any] | BaseModel | None) -> BaseModel | None:
+    """The sink's option model: as given (a loaded recipe's), or a raw table validated here
+    (a logger built in code); ``None`` for a sink that registered no option model."""
+    if isinstance(options, BaseModel):
+        return options
+    raw = dict(options or {})
+    if reg.options is None:
+        if raw:
+            raise SinkBuildError(f"metric sink {reg.name!r} takes no options, got {sorted(raw)}")
+        return None
+    try:
+        return reg.options.model_validate(raw)
+    except ValidationError as exc:
+        lines = [
+            f"  logging.sink_options.{reg.name}.{'.'.join(map(str, err['loc']))}: {err['msg']}"
+            for err in exc.errors()
+        ]
+        raise SinkBuildError(
+            f"metric sink {reg.name!r} could not be built: invalid options\n" + "\n".join(lines)
+        ) from exc
 
 
 __all__ = ["MetricLogger", "SinkBuildError", "SinkFailure"]

@@ -67,8 +67,6 @@ class MlflowSink:
         self._client.set_terminated(self._run_id)
 
 
-def make_mlflow_sink(
-    options: Mapping[str, Any] | MlflowSinkOptions | None, *, run_dir: Path
-) -> MlflowSink:
+def make_mlflow_sink(options: MlflowSinkOptions, *, run_dir: Path) -> MlflowSink:
     """Factory registered as ``mlflow``."""
-    return MlflowSink(MlflowSinkOptions.model_validate(options or {}), Path(run_dir))
+    return MlflowSink(options, Path(run_dir))

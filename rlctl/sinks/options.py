@@ -7,13 +7,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+from pydantic import BaseModel, Field, PositiveInt
+
+from rlctl.config.strict import STRICT_CONFIG
 
 
 class SinkOptions(BaseModel):
     """Base of every sink option model: strict and immutable."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = STRICT_CONFIG
 
 
 # The metrics a compact console line shows by default, with their short labels. Names

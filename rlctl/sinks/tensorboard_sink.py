@@ -56,12 +56,9 @@ class TensorBoardSink:
         )
 
 
-def make_tensorboard_sink(
-    options: Mapping[str, Any] | TensorBoardSinkOptions | None, *, run_dir: Path
-) -> TensorBoardSink:
+def make_tensorboard_sink(options: TensorBoardSinkOptions, *, run_dir: Path) -> TensorBoardSink:
     """Factory registered as ``tensorboard``."""
-    opts = TensorBoardSinkOptions.model_validate(options or {})
-    log_dir = Path(opts.log_dir)
+    log_dir = Path(options.log_dir)
     if not log_dir.is_absolute():
         log_dir = Path(run_dir) / log_dir
-    return TensorBoardSink(log_dir, flush_secs=opts.flush_secs)
+    return TensorBoardSink(log_dir, flush_secs=options.flush_secs)

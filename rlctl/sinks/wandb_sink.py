@@ -50,8 +50,6 @@ class WandbSink:
         self._run.finish()
 
 
-def make_wandb_sink(
-    options: Mapping[str, Any] | WandbSinkOptions | None, *, run_dir: Path
-) -> WandbSink:
+def make_wandb_sink(options: WandbSinkOptions, *, run_dir: Path) -> WandbSink:
     """Factory registered as ``wandb``."""
-    return WandbSink(WandbSinkOptions.model_validate(options or {}), Path(run_dir))
+    return WandbSink(options, Path(run_dir))

@@ -15,15 +15,16 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterator
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+from pydantic import BaseModel, Field, PositiveInt, model_validator
 
+from rlctl.config.strict import STRICT_CONFIG
 from rlctl.tasks.prompt import Prompt
 
 
 class DigitTaskOptions(BaseModel):
     """Options shared by the digit tasks (``[data] task_options``)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = STRICT_CONFIG
 
     min_digits: PositiveInt = 1
     """Fewest digits in a prompt."""

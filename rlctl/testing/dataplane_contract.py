@@ -15,7 +15,9 @@ Use it from a test module of your backend::
             plane.close()
 
 Every test works in its own fresh partition, so ``plane`` may be shared (e.g. a
-session-scoped backend behind a function-scoped fixture).
+session-scoped backend behind a function-scoped fixture). Errors are checked by their type
+(:mod:`rlctl.dataplane.errors`, imported from ``rlctl.dataplane``) and by the ``keys`` /
+``field`` attributes of ``UnknownKeyError`` and ``MissingFieldError``, never by wording.
 """
 
 from __future__ import annotations
@@ -31,8 +33,15 @@ import pytest
 import torch
 from tensordict import NonTensorStack
 
-from rlctl.dataplane import jagged
-from rlctl.dataplane.contract import FieldLayoutError, MissingFieldError, UnknownKeyError
+from rlctl.dataplane import (
+    DuplicateKeyError,
+    MissingFieldError,
+    RowCountError,
+    ShapeMismatchError,
+    TagCountError,
+    UnknownKeyError,
+    jagged,
+)
 
 
 def _keys(n: int, prefix: str | None = None) -> list[str]:
@@ -222,36 +231,44 @@ class DataPlaneContract:
         assert plane.kv_batch_get(keys[2:], partition, ["v"]).get("v").tolist() == [0.0]
 
     # ------------------------------------------------------------------ errors
+    # Errors are checked by type and attributes (rlctl.dataplane.errors), never by wording:
+    # the message is for people and a backend may phrase it as it likes.
     def test_unknown_key_is_named(self, plane, partition):
         keys = _keys(1)
         plane.kv_batch_put(keys, partition, {"v": torch.zeros(1)})
-        with pytest.raises(UnknownKeyError, match="ghost_0_0"):
+        with pytest.raises(UnknownKeyError) as err:
             plane.kv_batch_get(keys + ["ghost_0_0"], partition, ["v"])
+        assert err.value.keys == ("ghost_0_0",)
 
     def test_missing_field_names_field_and_keys(self, plane, partition):
         keys = _keys(2)
         plane.kv_batch_put(keys, partition, {"v": torch.zeros(2)})
         plane.kv_batch_put(keys[:1], partition, {"w": torch.zeros(1)})
-        with pytest.raises(MissingFieldError, match=rf"'w'.*{keys[1]}"):
+        with pytest.raises(MissingFieldError) as err:
             plane.kv_batch_get(keys, partition, ["v", "w"])
-        with pytest.raises(MissingFieldError, match="'nope'"):
+        assert (err.value.field, err.value.keys) == ("w", (keys[1],))
+        with pytest.raises(MissingFieldError) as err:
             plane.kv_batch_get(keys, partition, ["nope"])
+        assert (err.value.field, set(err.value.keys)) == ("nope", set(keys))
 
     def test_bad_puts_are_rejected(self, plane, partition):
         keys = _keys(3)
-        with pytest.raises(FieldLayoutError, match="'v' has 2 rows but 3 keys"):
+        with pytest.raises(RowCountError):
             plane.kv_batch_put(keys, partition, {"v": torch.zeros(2)})
-        with pytest.raises(ValueError, match="more than once"):
+        with pytest.raises(DuplicateKeyError):
             plane.kv_batch_put([keys[0], keys[0]], partition, {"v": torch.zeros(2)})
-        with pytest.raises(ValueError, match="one tag dict per key"):
+        with pytest.raises(TagCountError):
             plane.kv_batch_put(keys, partition, tags=[{}])
+        assert plane.kv_list(partition) == {}  # a rejected put stores nothing
 
-    def test_dense_shape_mismatch_across_puts_is_an_error(self, plane, partition):
+    def test_dense_shape_mismatch_across_puts_is_an_error_at_get(self, plane, partition):
+        # each put is consistent in itself, so only the get that gathers both can tell
         keys = _keys(2)
         plane.kv_batch_put(keys[:1], partition, {"r": torch.zeros(1, 3)})
         plane.kv_batch_put(keys[1:], partition, {"r": torch.zeros(1, 5)})
-        with pytest.raises(FieldLayoutError, match="jagged"):
+        with pytest.raises(ShapeMismatchError):
             plane.kv_batch_get(keys, partition, ["r"])
+        assert plane.kv_batch_get(keys[1:], partition, ["r"]).get("r").shape == (1, 5)
 
     # ------------------------------------------------------------------ readiness, async, pickling
     def test_watch_wakes_on_tag_change_and_times_out(self, plane, partition):
@@ -267,7 +284,7 @@ class DataPlaneContract:
         t0 = time.monotonic()
         new = plane.kv_watch(partition, version, 10)
         assert new > version and time.monotonic() - t0 < 5
-        timer.join()
+        timer.join(timeout=10)
 
     def test_async_twins(self, plane, partition):
         keys = _keys(2)
@@ -288,7 +305,7 @@ class DataPlaneContract:
 
     def test_pickling(self, plane, partition):
         if not self.multi_process:
-            with pytest.raises(TypeError, match="cannot be pickled"):
+            with pytest.raises(TypeError):
                 pickle.dumps(plane)
             return
         copy = pickle.loads(pickle.dumps(plane))

@@ -59,7 +59,7 @@ def greedy(engine: Any, prompts: list[list[int]] = PARITY_PROMPTS, n: int = 12) 
 
 def trainer_log_probs(hf: Any, prompt: list[int], tokens: list[int], temperature: float) -> torch.Tensor:
     """The trainer's ``log_softmax(logits / T)`` of ``tokens`` after ``prompt``: ``[R]``."""
-    from rlctl.engines.train.fsdp.engine import token_log_probs
+    from rlctl.engines.train.log_probs import token_log_probs
 
     with torch.no_grad():
         logits = hf.model(torch.tensor(prompt + tokens)[None]).logits[:, len(prompt) - 1 : -1]  # [1, R, V]

@@ -33,15 +33,26 @@ PARITY_PROMPTS: list[list[int]] = [
 
 
 def server_tiny_recipe(
-    backend: str = "hf", path: str = "tiny", tiny: dict[str, int] | None = None, **rollout_options: Any
+    backend: str = "hf",
+    path: str = "tiny",
+    tiny: dict[str, int] | None = None,
+    *,
+    weight_sync_options: dict[str, Any] | None = None,
+    **rollout_options: Any,
 ) -> Recipe:
-    """A CPU fp32 recipe whose rollout engine ``backend`` serves the server-compatible tiny model."""
+    """A CPU fp32 recipe whose rollout engine ``backend`` serves the server-compatible tiny model.
+
+    ``rollout_options`` go to ``[engines.rollout.options]``, ``weight_sync_options`` to
+    ``[engines.rollout.weight_sync_options]``.
+    """
     from rlctl.config.recipe import Recipe
 
     return Recipe.model_validate({
         "run": {"seed": 0, "device": "cpu"},
-        "model": {"path": path, "dtype": "float32", "tiny": SERVER_TINY_SHAPE if tiny is None else tiny},
-        "engines": {"rollout": {"backend": backend, "options": rollout_options}},
+        "model": {"path": path, "dtype": "float32",
+                  "tiny": SERVER_TINY_SHAPE if tiny is None else tiny},
+        "engines": {"rollout": {"backend": backend, "options": rollout_options,
+                                "weight_sync_options": weight_sync_options or {}}},
     })
 
 

@@ -27,15 +27,18 @@ def ids(text: str) -> list[int]:
 def recipe(**rollout: Any) -> Recipe:
     base: dict[str, Any] = {
         "model": {"path": "tiny", "dtype": "float32"},
+        "data": {"task": "count_digits"},  # any source: loops read only the records they get
         "rollout": {"max_new_tokens": 4, **rollout},
     }
     return Recipe.model_validate(base)
 
 
 def build_loop(r: Recipe, tokenizer: Any = TOK) -> Any:
+    """The recipe's agent loop as a rollout worker builds it (options validated at load)."""
+    from rlctl.config.checks import validate_recipe
     from rlctl.trainer.worker.rollout_worker import build_agent_loop
 
-    return build_agent_loop(r, get_registry(), tokenizer)
+    return build_agent_loop(validate_recipe(r), get_registry(), tokenizer)
 
 
 def record(text: str = "12=", truth: Any = None, uid: str = "u1") -> PromptRecord:

@@ -6,6 +6,7 @@ import types
 
 import pytest
 
+from rlctl.config.checks import validate_recipe
 from rlctl.config.recipe import Recipe
 from rlctl.dataplane.memory import MemoryDataPlane
 from rlctl.dataplane.replay_buffer import ReplayBuffer
@@ -27,6 +28,11 @@ RECIPE = Recipe.model_validate(
         "resources": {"mode": "local"},
     }
 )
+
+
+def feeder_of(plane: MemoryDataPlane) -> PromptFeeder:
+    options = validate_recipe(RECIPE).options_for("data.task_options")
+    return PromptFeeder(RECIPE, build_tiny_tokenizer(), plane, task_options=options)
 
 
 def hard_prompts_get_more(answer):
@@ -55,7 +61,7 @@ def test_the_hook_chooses_n_per_prompt_and_the_rollout_honours_it(use):
     from rlctl.trainer.worker.rollout_worker import RolloutWorker
 
     plane = MemoryDataPlane()
-    feeder = PromptFeeder(RECIPE, build_tiny_tokenizer(), plane)
+    feeder = feeder_of(plane)
     meta = feeder.next_batch(12, partition="train", global_step=1, n=4)
     sizes = [t["n"] for t in meta.tags]
     lens = [t["prompt_len"] for t in meta.tags]  # <bos> + digits + "="
@@ -63,7 +69,7 @@ def test_the_hook_chooses_n_per_prompt_and_the_rollout_honours_it(use):
     assert len(set(sizes)) > 1
     replay = ReplayBuffer(plane)
     replay.add("train", [(u, t["n"], 1) for u, t in zip(meta.keys, meta.tags, strict=True)])
-    worker = RolloutWorker(RECIPE, plane)
+    worker = RolloutWorker(validate_recipe(RECIPE), plane)
     worker.ready()
     worker.generate(meta, "train", 1, SamplingParams(2), 4)
     batch = replay.sample("train", 1, timeout=10)
@@ -75,7 +81,7 @@ def test_the_hook_chooses_n_per_prompt_and_the_rollout_honours_it(use):
 
 def test_a_prompts_own_n_is_used_when_no_hook_answers():
     set_registry(None)
-    feeder = PromptFeeder(RECIPE, build_tiny_tokenizer(), MemoryDataPlane())
+    feeder = feeder_of(MemoryDataPlane())
     prompt = Prompt(text="12=", ground_truth={"ground_truth": "2"}, data_source="t", n=6)
     assert feeder.group_size(prompt, 4) == 6
     assert feeder.group_size(Prompt(text="1=", ground_truth={}, data_source="t"), 4) == 4
@@ -85,6 +91,16 @@ def test_a_prompts_own_n_is_used_when_no_hook_answers():
 
 def test_a_bad_answer_from_the_hook_is_a_clear_error(use):
     use(lambda p, d: 0)
-    feeder = PromptFeeder(RECIPE, build_tiny_tokenizer(), MemoryDataPlane())
-    with pytest.raises(ValueError, match="choose_group_size answered 0"):
+    feeder = feeder_of(MemoryDataPlane())
+    with pytest.raises(ValueError, match="choose_group_size of plugin rlctl_test_group_size "
+                       "answered 0 for a prompt of 'count_digits'"):
         feeder.next_batch(2, partition="train", global_step=1, n=4)
+
+
+def test_a_hook_that_raises_stops_the_run_with_its_name(use):
+    use(lambda p, d: 1 // 0)
+    feeder = feeder_of(MemoryDataPlane())
+    with pytest.raises(RuntimeError, match="plugin rlctl_test_group_size: choose_group_size "
+                       "raised ZeroDivisionError") as info:
+        feeder.next_batch(2, partition="train", global_step=1, n=4)
+    assert isinstance(info.value.__cause__, ZeroDivisionError)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rlctl.config.derived import derive
+from rlctl.config.checks import validate_recipe
 from rlctl.config.recipe import Recipe
 from rlctl.trainer.controller.entry import Run
 
@@ -27,7 +27,7 @@ def run(tmp_path: Path, **rollout) -> tuple[list[dict], Path]:
             "logging": {"sinks": ["jsonl"], "progress": False, "rollout_dump_samples": 64},
         }
     )
-    Run(recipe, derive(recipe), quiet=True).execute()
+    Run(validate_recipe(recipe), quiet=True).execute()
     out = tmp_path / "a"
     return [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()], out
 

@@ -12,6 +12,7 @@ import types
 import pytest
 import torch
 
+from rlctl.config.checks import validate_recipe
 from rlctl.config.recipe import Recipe
 from rlctl.dataplane.memory import MemoryDataPlane
 from rlctl.dataplane.replay_buffer import ReplayBuffer
@@ -85,6 +86,11 @@ def plugins():
 
 
 def rollout(estimator: str, loop: str = "scripted", **algorithm):
+    loaded, plane, _, meta, counts = rollout_with_prompts(estimator, loop, **algorithm)
+    return loaded, plane, meta, counts
+
+
+def rollout_with_prompts(estimator: str, loop: str = "scripted", rewards=None, **algorithm):
     recipe = Recipe.model_validate(
         {
             "model": {"path": "tiny", "dtype": "float32"},
@@ -96,27 +102,36 @@ def rollout(estimator: str, loop: str = "scripted", **algorithm):
                 **algorithm,
             },
             "rollout": {"agent_loop": loop, "max_new_tokens": 4},
-            "rewards": [{"name": "scripted_reward"}],
+            "rewards": rewards or [{"name": "scripted_reward"}],
+            "engines": {"train": {"micro_batch_size": 6}},
             "data_plane": {"backend": "memory"},
             "resources": {"mode": "local"},
         }
     )
     plane = MemoryDataPlane()
-    worker = RolloutWorker(recipe, plane)
+    loaded = validate_recipe(recipe)
+    worker = RolloutWorker(loaded, plane)
     worker.ready()
-    prompts = PromptFeeder(recipe, worker.tokenizer, plane).next_batch(
-        2, partition="train", global_step=1, n=3
-    )
+    prompts = PromptFeeder(
+        recipe, worker.tokenizer, plane, task_options=loaded.options_for("data.task_options")
+    ).next_batch(2, partition="train", global_step=1, n=3)
     replay = ReplayBuffer(plane)
     replay.add("train", [(u, 3, 1) for u in prompts.keys])
     counts = worker.generate(prompts, "train", 1, SamplingParams(4), 3)
     meta = replay.sample("train", 1, timeout=5)
-    return recipe, plane, meta, counts
+    return loaded, plane, prompts, meta, counts
+
+
+def advantages(plane, meta, loaded):
+    return run_advantage_phase(
+        plane, meta, loaded.recipe, get_registry(), kl_coef=0.0,
+        options=loaded.option_kwargs("algorithm.estimator_options"),
+    )
 
 
 def test_outputs_carry_their_loss_mask_and_generated_length(plugins):
     _, plane, meta, counts = rollout("grpo")
-    assert counts == {"outputs": 8.0, "failures": 0.0}
+    assert counts == {"outputs": 8.0, "failures": 0.0, "idle_s": 0.0}
     assert [k.split("_", 1)[1] for k in meta.keys[:4]] == ["0_0", "1_0", "1_1", "2_0"]
     td = plane.kv_batch_get(list(meta.keys[:4]), "train", ["loss_mask", "score"])
     assert [r.tolist() for r in td["loss_mask"].unbind()] == [
@@ -129,8 +144,8 @@ def test_outputs_carry_their_loss_mask_and_generated_length(plugins):
 
 
 def test_advantages_skip_observations_and_count_each_session_once(plugins):
-    recipe, plane, meta, _ = rollout("grpo")
-    partials = run_advantage_phase(plane, meta, recipe, get_registry(), kl_coef=0.0)
+    loaded, plane, meta, _ = rollout("grpo")
+    partials = advantages(plane, meta, loaded)
     td = plane.kv_batch_get(list(meta.keys[:4]), "train", ["advantages"])
     adv = [r for r in td["advantages"].unbind()]
     scores = torch.tensor([1.0, 0.0, 0.5])  # one score per session
@@ -144,9 +159,9 @@ def test_advantages_skip_observations_and_count_each_session_once(plugins):
 
 
 def test_training_batch_masks_observations_for_every_loss(plugins):
-    recipe, plane, meta, _ = rollout("grpo")
-    run_advantage_phase(plane, meta, recipe, get_registry(), kl_coef=0.0)
-    trainer = TrainingWorker(recipe, plane, roles=())
+    loaded, plane, meta, _ = rollout("grpo")
+    advantages(plane, meta, loaded)
+    trainer = TrainingWorker(loaded, plane, roles=())
     trainer.pad_id = 0
     batch, fields, lengths = trainer._model_batch(meta.select([0, 3]), ["advantages"], pad_to=3)
     want = torch.tensor([[1, 1, 0, 1, 1], [1, 0, 0, 1, 0], [0, 0, 0, 0, 0]], dtype=torch.float32)
@@ -158,11 +173,62 @@ def test_training_batch_masks_observations_for_every_loss(plugins):
 
 
 def test_per_step_rewards_reach_a_discounting_estimator(plugins):
-    recipe, plane, meta, _ = rollout("reinforce_plus_plus", loop="stepped", gamma=0.5)
-    run_advantage_phase(plane, meta, recipe, get_registry(), kl_coef=0.0)
+    loaded, plane, meta, _ = rollout("reinforce_plus_plus", loop="stepped", gamma=0.5)
+    advantages(plane, meta, loaded)
     td = plane.kv_batch_get([meta.keys[0]], "train", ["returns"])
     # score 1.0 = the two step rewards: nothing is left for the last token. G_t, gamma 0.5,
     # over the generated tokens [0, 0.5, (observation), 0, 0.5]:
     torch.testing.assert_close(
         td["returns"].unbind()[0], torch.tensor([0.25 + 0.0625, 0.5 + 0.125, 0.0, 0.25, 0.5])
     )
+
+
+def test_overlong_shaping_counts_generated_tokens_only(plugins):
+    # max_tokens 4, buffer 2: no penalty up to 2 tokens, -1 at 4 (penalty_factor 1)
+    _, plane, meta, _ = rollout("grpo", overlong={"buffer_len": 2, "max_tokens": 4})
+    td = plane.kv_batch_get(list(meta.keys[:4]), "train", ["reward/overlong", "score"])
+    # generated tokens [4, 2, 2, 2]; counting the observations too (response_len [5, 2, 2, 4])
+    # would punish session 0 by 1.5 and session 2 by 1
+    assert td["reward/overlong"].tolist() == [-1.0, 0.0, 0.0, 0.0]
+    assert td["score"].tolist() == [0.0, 0.0, 0.0, 0.5]
+
+
+def test_dynamic_sampling_takes_one_value_per_session(plugins):
+    from rlctl.trainer.worker.group_filter import varied_groups
+
+    _, plane, meta, _ = rollout("grpo")
+    first, second = dict.fromkeys(meta.tag_values("uid"))
+    assert varied_groups(plane, meta, "score") == [first, second]  # sessions: 1.0, 0.0, 0.5
+    # session 1 of the first prompt alone: one session (a group of one is kept), although
+    # its two outputs carry the same score
+    one = meta.select(lambda key, tags: tags["uid"] == first and "_1_" in key[len(first):])
+    assert len(one) == 2
+    assert varied_groups(plane, one, "score") == [first]
+
+
+def test_a_reward_model_scores_each_session_once(plugins, tmp_path):
+    from rlctl.config.recipe import TinyModelSection
+    from rlctl.models.tiny import build_tiny_reward_model
+    from rlctl.rewards.base import RewardInput
+    from rlctl.rewards.reward_model import RewardModelOptions, SequenceClassifierReward
+    from rlctl.trainer.worker.reward_worker import RewardWorker
+
+    build_tiny_reward_model(TinyModelSection(), seed=7).save_pretrained(tmp_path)
+    model = {"path": str(tmp_path), "dtype": "float32"}
+    rewards = [{"name": "scripted_reward"}, {"name": "reward_model", "options": model}]
+    loaded, plane, prompts, meta, _ = rollout_with_prompts("grpo", rewards=rewards)
+    worker = RewardWorker(loaded.recipe, plane)
+    worker.ready()
+    worker.score(meta, prompts)
+    keys = list(meta.keys[:4])  # sessions 0, 1 (two outputs), 2 of the first prompt
+    td = plane.kv_batch_get(keys, "train", ["prompt_ids", "response_ids", "reward/reward_model"])
+    got = td["reward/reward_model"].tolist()
+    # the model reads each session's last output, observations included, once
+    prompt_rows, response_rows = td["prompt_ids"].unbind(), td["response_ids"].unbind()
+    last = [RewardInput.from_tokens(worker.tokenizer, prompt_ids=prompt_rows[i].tolist(),
+                                    response_ids=response_rows[i].tolist(), ground_truth={},
+                                    data_source="t", eos_token_ids=worker.eos_ids)
+            for i in (0, 2, 3)]
+    want = SequenceClassifierReward(RewardModelOptions(**model))(last)
+    assert got == pytest.approx([want[0], want[1], want[1], want[2]], abs=1e-5)
+    assert len({round(v, 4) for v in want}) == 3  # a real signal, not a constant

@@ -78,6 +78,7 @@ def env_recipe() -> Recipe:
     return Recipe.model_validate(
         {
             "model": {"path": "tiny", "dtype": "float32"},
+            "data": {"task": "guess_digit"},
             "rollout": {
                 "agent_loop": "env",
                 "max_new_tokens": 3,

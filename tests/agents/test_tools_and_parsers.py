@@ -128,6 +128,7 @@ def test_prompts_render_the_tool_schemas_through_the_chat_template(chat_model_di
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from rlctl.config.checks import validate_recipe
     from rlctl.config.recipe import Recipe
     from rlctl.dataplane.memory import MemoryDataPlane
     from rlctl.models.loading import load_tokenizer
@@ -153,7 +154,10 @@ def test_prompts_render_the_tool_schemas_through_the_chat_template(chat_model_di
     )
     tok = load_tokenizer(recipe.model)
     plane = MemoryDataPlane()
-    meta = PromptFeeder(recipe, tok, plane).next_batch(1, partition="train", global_step=1, n=2)
+    loaded = validate_recipe(recipe)
+    feeder = PromptFeeder(recipe, tok, plane, task_options=None,
+                          tool_options=[loaded.options_for("rollout.tools[0].options")])
+    meta = feeder.next_batch(1, partition="train", global_step=1, n=2)
     td = plane.kv_batch_get(list(meta.keys), meta.partition_id, ["prompt_ids"])
     text = tok.decode(td["prompt_ids"].unbind()[0].tolist())
     assert text.startswith('<|im_start|>system\n# Tools\n{"type": "function"')

@@ -58,13 +58,17 @@ def rlctl(app) -> Callable[..., Result]:  # type: ignore[no-untyped-def]
     return _run
 
 
-class PlannedEnginesPlugin:
-    """Announces a model and a rollout engine it does not implement yet (target ``None``):
-    the CLI must list them as such and refuse to train with them."""
+class ExtraEnginesPlugin:
+    """An in-process plugin: the built-in ``hf`` engine under a second name (a lazy target)."""
 
     @hookimpl
-    def register_model_engines(self, register) -> None:  # type: ignore[no-untyped-def]
-        register("planned-train", None, description="announced, not implemented yet")
+    def register_rollout_engines(self, register) -> None:  # type: ignore[no-untyped-def]
+        register("hf-copy", "rlctl.engines.rollout.hf.engine:HFRolloutEngine",
+                 description="the hf engine under another name")
+
+
+class NoTargetPlugin:
+    """Registers a name without an implementation: the registry refuses the whole plugin."""
 
     @hookimpl
     def register_rollout_engines(self, register) -> None:  # type: ignore[no-untyped-def]
@@ -72,8 +76,8 @@ class PlannedEnginesPlugin:
 
 
 @pytest.fixture
-def planned_engines() -> Iterator[None]:
-    """The built-ins plus :class:`PlannedEnginesPlugin`, for this test only."""
-    set_registry(build_registry(external="none", extra=[PlannedEnginesPlugin()]))
+def extra_plugins() -> Iterator[None]:
+    """The built-ins plus :class:`ExtraEnginesPlugin` and :class:`NoTargetPlugin`."""
+    set_registry(build_registry(external="none", extra=[ExtraEnginesPlugin(), NoTargetPlugin()]))
     yield
     reset_registry()

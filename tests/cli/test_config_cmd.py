@@ -20,10 +20,15 @@ def test_validate_good_recipe(rlctl) -> None:  # type: ignore[no-untyped-def]
     assert result.stderr == ""
 
 
-def test_validate_reports_a_not_implemented_backend_on_stderr(rlctl, planned_engines) -> None:  # type: ignore[no-untyped-def]
-    result = rlctl("config", "validate", SMALL, "-s", "engines.rollout.backend=planned")
-    assert result.stdout.startswith("ok: small: grpo on tiny")
-    assert result.stderr == snapshot('note: engines.rollout.backend = "planned": rollout engine "planned" is registered but not implemented yet; `rlctl train` will refuse it\n')
+def test_validate_notes_streaming_without_correction(rlctl) -> None:  # type: ignore[no-untyped-def]
+    stream = ("-s", "algorithm.staleness.policy=bounded",
+              "-s", "algorithm.staleness.options.max_staleness=2")
+    result = rlctl("config", "validate", SMALL, *stream)
+    assert result.stdout.startswith("ok: small")
+    assert "up to 2 weight update(s) old with no off-policy correction" in result.stderr
+    assert "tis_cap" in result.stderr
+    corrected = rlctl("config", "validate", SMALL, *stream, "-s", "algorithm.loss.tis_cap=2.0")
+    assert corrected.stderr == ""
 
 
 def test_validate_bad_recipe_lists_every_problem(rlctl) -> None:  # type: ignore[no-untyped-def]
@@ -162,6 +167,20 @@ scheduler = "constant"
 warmup_steps = 0
 min_lr_ratio = 0.0
 
+[algorithm.staleness]
+policy = "on_policy"
+options = {}
+
+[algorithm.dynamic_sampling]
+enabled = false
+metric = "score"
+max_draws = 10
+
+[algorithm.overlong]
+buffer_len = 0
+penalty_factor = 1.0
+filter = false
+
 [rollout]
 max_new_tokens = 256
 temperature = 1.0
@@ -184,7 +203,11 @@ options = {}
 backend = "hf"
 replicas = 1
 agent_workers = 1
+weight_sync_options = {}
 options = {}
+
+[engines.reward]
+workers = 1
 
 [data_plane]
 backend = "ray"
@@ -202,6 +225,8 @@ eval_every = 0
 save_every = 0
 keep_last = 3
 sample_timeout_s = 600.0
+phase_timeout_s = 600.0
+start_timeout_s = 600.0
 
 [logging]
 sinks = ["console", "jsonl"]
@@ -211,7 +236,9 @@ progress = true
 
 # derived (computed from the values above):
 #   samples_per_step = 32
+#   prompts_per_minibatch = 4
 #   minibatch_size = 16
+#   data_parallel_size = 2
 #   minibatch_size_per_rank = 8
 #   micro_batches_per_rank = 2
 #   grad_accumulation_steps = 2
@@ -231,7 +258,7 @@ def test_show_json_has_recipe_and_derived(rlctl) -> None:  # type: ignore[no-unt
     out = json.loads(rlctl("config", "show", SMALL, "--format", "json").stdout)
     assert set(out) == {"recipe", "derived"}
     assert out["recipe"]["algorithm"]["kl"]["in"] == "loss"  # the alias, not apply_in
-    assert out["derived"] == snapshot({'samples_per_step': 32, 'minibatch_size': 16, 'minibatch_size_per_rank': 8, 'micro_batches_per_rank': 2, 'grad_accumulation_steps': 2, 'optimizer_steps_per_train_step': 2})
+    assert out["derived"] == snapshot({'samples_per_step': 32, 'prompts_per_minibatch': 4, 'minibatch_size': 16, 'data_parallel_size': 2, 'minibatch_size_per_rank': 8, 'micro_batches_per_rank': 2, 'grad_accumulation_steps': 2, 'optimizer_steps_per_train_step': 2})
 
 
 def test_show_of_a_bad_recipe_is_exit_2_with_nothing_on_stdout(rlctl) -> None:  # type: ignore[no-untyped-def]

@@ -36,7 +36,7 @@ Options:
 
 Commands:
   train    Validate a recipe, then train.
-  config   Validate, show and describe recipes.
+  config   Validate, show and describe recipes; migrate verl configs.
   plugins  Inspect built-in and third-party plugins.
 """)
 
@@ -50,7 +50,7 @@ def test_config_help(core_app) -> None:  # type: ignore[no-untyped-def]
     assert help_of(core_app, "config") == snapshot("""\
 Usage: rlctl config [OPTIONS] COMMAND [ARGS]...
 
-  Validate, show and describe recipes.
+  Validate, show and describe recipes; migrate verl configs.
 
 Options:
   --help  Show this message and exit.
@@ -59,6 +59,7 @@ Commands:
   validate  Check recipes and report every problem.
   show      Print the resolved recipe and its derived numbers.
   schema    Print the recipe's JSON Schema, plugin options included.
+  migrate   Turn a verl config plus the overrides of its launch script into...
 """)
 
 
@@ -69,7 +70,8 @@ Usage: rlctl config validate [OPTIONS] {RECIPE}...
   Check recipes and report every problem.
 
   Exit 0 with a one-line summary, or exit 2 listing each problem: its key path,
-  what is wrong and how to fix it.
+  what is wrong and how to fix it. The data files are opened too, unless --skip-
+  data.
 
 Arguments:
   RECIPE <list[Path]>  Recipe TOML files; later files override earlier ones
@@ -79,6 +81,9 @@ Options:
   -s, --set KEY=VALUE  Override one key, e.g. -s algorithm.kl.coef=0.01 (value
                        parsed as TOML; a bare word is a string). Beats RLCTL_*
                        env vars and recipe files.
+  --skip-data          Do not open data.train / data.val (a recipe for another
+                       machine, whose files are not here); `train` still checks
+                       them.
   --help               Show this message and exit.
 """)
 
@@ -141,12 +146,13 @@ Usage: rlctl plugins list [OPTIONS]
 
   List plugins, what they registered, and failures.
 
-  Each plugin shows its distribution, version and module; names whose
-  implementation has not landed are marked "not implemented yet".
+  Each plugin shows its distribution, version and module.
 
 Options:
-  --json  Print JSON.
-  --help  Show this message and exit.
+  --json   Print JSON.
+  --check  Also check that every registered module:attr target exists (without
+           importing it); exit 1 if one is broken or a plugin failed to load.
+  --help   Show this message and exit.
 """)
 
 

@@ -34,8 +34,9 @@ print("@@PROBE", code, ",".join(heavy), file=sys.stderr)
         ["config", "show", "recipes/qwen3_grpo.toml", "--sources"],
         ["config", "schema"],
         ["plugins", "list"],
+        ["plugins", "list", "--check"],
     ],
-    ids=lambda a: " ".join(a[:2]),
+    ids=lambda a: " ".join(x for x in a if not x.endswith(".toml")),
 )
 def test_cli_path_imports_no_heavy_library(args: list[str]) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RLCTL_")}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from importlib.metadata import PackageNotFoundError, version
@@ -24,25 +25,27 @@ def test_json_lists_every_builtin_with_what_it_registered(rlctl) -> None:  # typ
     for p in plugins.values():
         assert (p["distribution"], p["version"], p["builtin"]) == ("rlctl", __version__, True)
     names = {
-        kind: {r["name"]: r["implemented"] for p in plugins.values()
-               for r in p["registered"].get(kind, [])}
+        kind: {r["name"] for p in plugins.values() for r in p["registered"].get(kind, [])}
         for kind in ("model_engine", "rollout_engine", "data_plane")
     }
-    assert {"fsdp", "megatron"} <= set(names["model_engine"])
-    assert {"hf", "vllm", "sglang"} <= set(names["rollout_engine"])
-    assert {"memory", "ray", "transferqueue"} <= set(names["data_plane"])
-    assert all(names[kind][n] for kind in names for n in names[kind])  # every built-in is implemented
+    assert {"fsdp", "megatron"} <= names["model_engine"]
+    assert {"hf", "vllm", "sglang"} <= names["rollout_engine"]
+    assert {"memory", "ray", "transferqueue"} <= names["data_plane"]
     fsdp = next(r for r in plugins["rlctl.plugins.model_engines"]["registered"]["model_engine"]
                 if r["name"] == "fsdp")
     assert "mixed_precision" in fsdp["options"]
     assert report["failures"] == []
 
 
-def test_text_marks_names_that_are_not_implemented_yet(rlctl, planned_engines) -> None:  # type: ignore[no-untyped-def]
+def test_text_lists_in_process_plugins_and_refuses_a_name_without_target(  # type: ignore[no-untyped-def]
+    rlctl, extra_plugins
+) -> None:
     text = rlctl("plugins", "list").stdout
-    block = next(b for b in text.split("\n\n") if b.startswith("PlannedEnginesPlugin"))
-    assert "planned-train (not implemented yet)" in block
-    assert "planned (not implemented yet)" in block
+    block = next(b for b in text.split("\n\n") if b.startswith("ExtraEnginesPlugin"))
+    assert block.splitlines()[1] == "  rollout engine: hf-copy"
+    failed = next(b for b in text.split("\n\n") if b.startswith("failed to load:"))
+    assert "NoTargetPlugin" in failed and "rollout_engine 'planned' has no target" in failed
+    assert "planned" not in block
     builtin = next(b for b in text.split("\n\n") if b.startswith("rlctl.plugins.model_engines"))
     assert builtin.splitlines()[0] == f"rlctl.plugins.model_engines  (rlctl {__version__}, built-in)"
 
@@ -79,19 +82,26 @@ example  (rlctl-plugin-example 0.1.0, module rlctl_plugin_example.plugin)
     assert "median_baseline" in ok.stdout
 
 
+def _fake_dist(root: Path, dist: str, entry_points: str, modules: dict[str, str]) -> None:
+    """An installed-looking distribution: a dist-info with entry points, plus its modules."""
+    info = root / f"{dist.replace('-', '_')}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[rlctl]\n" + entry_points)
+    for name, source in modules.items():
+        (root / f"{name}.py").write_text(source)
+
+
 def _fake_broken_plugins(root: Path) -> None:
     """Two installed-looking distributions whose plugins are broken in different ways."""
-    dist = root / "broken_rlctl_plugins-0.1.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: broken-rlctl-plugins\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text(
-        "[rlctl]\nbroken = broken_import_mod\nmisspelt = misspelt_hook_mod\n")
-    (root / "broken_import_mod.py").write_text(
-        'raise ImportError("needs a library that is not installed")\n')
-    (root / "misspelt_hook_mod.py").write_text(
-        "from rlctl.hookspecs import hookimpl\n\n\n@hookimpl\n"
-        "def register_reward_function(register):  # missing 's'\n    pass\n")
+    _fake_dist(root, "broken-rlctl-plugins",
+               "broken = broken_import_mod\nmisspelt = misspelt_hook_mod\n", {
+                   "broken_import_mod":
+                       'raise ImportError("needs a library that is not installed")\n',
+                   "misspelt_hook_mod":
+                       "from rlctl.hookspecs import hookimpl\n\n\n@hookimpl\n"
+                       "def register_reward_function(register):  # missing 's'\n    pass\n",
+               })
 
 
 def test_broken_plugins_are_reported_and_never_break_the_cli(tmp_path: Path) -> None:
@@ -114,3 +124,52 @@ def test_broken_plugins_are_reported_and_never_break_the_cli(tmp_path: Path) -> 
                  "data_plane.backend=redis", env=env)
     assert bad.returncode == 2
     assert "plugins that failed to load: broken, misspelt" in bad.stderr
+
+
+def test_check_finds_every_builtin_target(rlctl) -> None:  # type: ignore[no-untyped-def]
+    text = rlctl("plugins", "list", "--check").stdout
+    assert re.fullmatch(r"target check: all \d+ targets resolve", text.splitlines()[-1])
+    check = json.loads(rlctl("plugins", "list", "--check", "--json").stdout)["target_check"]
+    assert check["broken"] == [] and check["checked"] >= 40
+
+
+def _fake_typo_plugin(root: Path) -> None:
+    """A plugin whose reward target is misspelt; its module must never be imported by
+    `config validate` or `plugins list --check` (it stands in for one that imports torch)."""
+    _fake_dist(root, "typo-rlctl", "typo = typo_plugin\n", {
+        "typo_plugin": "from rlctl.hookspecs import hookimpl\n\n\n@hookimpl\n"
+                       "def register_reward_functions(register):\n"
+                       '    register("shout", "typo_rewards:shuot")\n',
+        "typo_rewards": 'raise RuntimeError("imported")\n\n\n'
+                        "def shout(sample, **options):\n    return 1.0\n",
+    })
+
+
+def test_a_misspelt_target_is_reported_by_check_and_validate(tmp_path: Path) -> None:
+    _fake_typo_plugin(tmp_path)
+    env = {"PYTHONPATH": str(tmp_path)}
+    listed = _rlctl("plugins", "list", "--check", env=env)
+    assert listed.returncode == 1, listed.stderr
+    broken = re.sub(r"\d+ of \d+", "1 of N", listed.stdout.rstrip().split("\n\n")[-1])
+    assert broken == snapshot("""\
+target check: 1 of N targets are broken:
+  reward function "shout" of plugin typo (entry point `typo = typo_plugin` of typo-rlctl 0.1): target 'typo_rewards:shuot': 'typo_rewards' has no attribute 'shuot' (did you mean 'shout'?)\
+""")
+    overlay = tmp_path / "overlay.toml"
+    overlay.write_text('[[rewards]]\nname = "shout"\n')
+    bad = _rlctl("config", "validate", "recipes/tiny_grpo.toml", str(overlay), env=env)
+    assert bad.returncode == 2
+    assert bad.stderr.replace(str(tmp_path), "<tmp>") == snapshot("""\
+error: the recipe has 1 problem:
+  rewards[0].name: reward function "shout" of plugin typo (entry point `typo = typo_plugin` of typo-rlctl 0.1) cannot be loaded: its target 'typo_rewards:shuot' is broken: 'typo_rewards' has no attribute 'shuot' (did you mean 'shout'?)  [from <tmp>/overlay.toml]
+      fix: fix the target in the plugin's register() call (or report it to the plugin's authors), or choose another name; `rlctl plugins list --check` checks every target
+""")
+    # a recipe that does not select the broken name is not held up by it
+    assert _rlctl("config", "validate", "recipes/tiny_grpo.toml", env=env).returncode == 0
+
+
+def test_check_exits_1_when_a_plugin_failed_to_load(tmp_path: Path) -> None:
+    _fake_broken_plugins(tmp_path)
+    listed = _rlctl("plugins", "list", "--check", env={"PYTHONPATH": str(tmp_path)})
+    assert listed.returncode == 1
+    assert "failed to load:\n  broken (broken_import_mod): ImportError" in listed.stdout

@@ -42,6 +42,7 @@ NAME_SLOTS: list[tuple[Loc, str]] = [
     (("algorithm", "estimator"), "advantage_estimator"),
     (("algorithm", "loss", "policy_loss"), "policy_loss"),
     (("rollout", "agent_loop"), "agent_loop"),
+    (("algorithm", "staleness", "policy"), "staleness_policy"),
     (("rewards", 0, "name"), "reward_function"),
     (("logging", "sinks", 0), "metric_sink"),
 ]

@@ -24,16 +24,6 @@ def test_train_refuses_a_bad_recipe_with_exit_2(rlctl) -> None:  # type: ignore[
     assert "Traceback" not in result.stderr
 
 
-def test_train_refuses_names_not_implemented_yet(rlctl, planned_engines) -> None:  # type: ignore[no-untyped-def]
-    result = rlctl("train", str(DATA / "small.toml"), "-s", "engines.train.backend=planned-train",
-                   "-s", "engines.rollout.backend=planned", code=1)
-    assert result.stderr == (
-        'error: not implemented yet: engines.train.backend = "planned-train" (model engine); '
-        'engines.rollout.backend = "planned" (rollout engine)\n'
-        "  fix: choose an implemented name (see `rlctl plugins list`)\n"
-    )
-
-
 def _parsed(args: list[str]) -> dict:
     """The parameters `rlctl train` would receive for ``args`` (parsed, not run)."""
     import typer

@@ -50,9 +50,42 @@ def test_batch_arithmetic(problems: Problems, load) -> None:  # type: ignore[no-
                                    "resources.devices_per_node=2",
                                    "engines.train.micro_batch_size=16"])
     assert loaded.derived.as_dict() == {
-        "samples_per_step": 512, "minibatch_size": 128, "minibatch_size_per_rank": 64,
+        "samples_per_step": 512, "prompts_per_minibatch": 16, "minibatch_size": 128,
+        "data_parallel_size": 2, "minibatch_size_per_rank": 64,
         "micro_batches_per_rank": 4, "grad_accumulation_steps": 4,
         "optimizer_steps_per_train_step": 4}
+
+
+def test_local_mode_runs_one_rank_and_derives_its_numbers_once(load) -> None:  # type: ignore
+    overrides = ["algorithm.minibatches=4", "engines.train.ranks=2",
+                 "resources.devices_per_node=2", "engines.train.micro_batch_size=16"]
+    ray = load(BASE, overrides=overrides)
+    local = load(BASE, overrides=[*overrides, 'resources.mode="local"'])
+    assert ray.recipe.engines.train.ranks == 2 and local.recipe.engines.train.ranks == 1
+    assert local.sources["engines.train.ranks"] == "local mode (one rank per role)"
+    # the math is the same; the per-rank numbers are those of the one rank that runs
+    assert local.derived.minibatch_size == ray.derived.minibatch_size == 128
+    assert (local.derived.minibatch_size_per_rank, local.derived.micro_batches_per_rank) == (128, 8)
+
+
+def test_plugin_options_are_validated_once_at_load(load, registry) -> None:  # type: ignore
+    from rlctl.config.checks import validate_recipe
+    from rlctl.engines.train.fsdp.options import FSDPOptions
+
+    loaded = load(BASE, overrides=['engines.train.options.mixed_precision="bf16"'])
+    options = loaded.options_for("engines.train.options")
+    assert isinstance(options, FSDPOptions) and options.mixed_precision == "bf16"
+    # the task's default reward (no [[rewards]]) has its options validated too
+    assert loaded.recipe.rewards == [] and "rewards[0].options" in loaded.plugin_options
+    assert loaded.option_kwargs("algorithm.estimator_options") == {}  # grpo has no options
+    again = validate_recipe(loaded.recipe, registry=registry)
+    assert again.options_for("engines.train.options") == options
+    assert set(again.sources.values()) == {"in code"}
+    recipe = loaded.recipe
+    train = recipe.engines.train.model_copy(update={"options": {"mixed_precison": "bf16"}})
+    typo = recipe.model_copy(update={"engines": recipe.engines.model_copy(update={"train": train})})
+    with pytest.raises(ConfigError, match="engines.train.options.mixed_precison"):
+        validate_recipe(typo, registry=registry)
 
 
 def test_more_ranks_than_devices(problems: Problems) -> None:
@@ -105,6 +138,32 @@ def test_kl_anywhere_is_fine_the_reference_is_the_initial_policy(load, where: st
 def test_weight_sync_must_support_the_rollout_engine(problems: Problems) -> None:
     (p,) = problems(BASE, overrides=["engines.rollout.weight_sync=vllm"])
     assert p.path == "engines.rollout.weight_sync" and '"hf"' in p.message
+
+
+def test_weight_sync_options_are_checked_by_the_default_syncs_model(
+    problems: Problems, load  # type: ignore[no-untyped-def]
+) -> None:
+    vllm = ["engines.rollout.backend=vllm", "model.tiny.head_dim=32"]
+    key = "engines.rollout.weight_sync_options.transport"
+    (p,) = problems(BASE, overrides=[*vllm, f"{key}=pigeon"])
+    assert p.path == key and "http_bytes" in p.fix
+    loaded = load(BASE, overrides=[*vllm, f"{key}=http_bytes"])
+    assert loaded.options_for("engines.rollout.weight_sync_options").transport == "http_bytes"
+    # the hf engine's default sync (in_process) takes no transport
+    (p,) = problems(BASE, overrides=["engines.rollout.weight_sync_options.transport=file"])
+    assert p.path == "engines.rollout.weight_sync_options.transport" and "unknown key" in p.message
+
+
+@pytest.mark.parametrize("backend", ["vllm", "sglang"])
+def test_weight_sync_options_in_the_engines_options_point_at_their_new_place(
+    problems: Problems, backend: str
+) -> None:
+    (p,) = problems(BASE, overrides=[f"engines.rollout.backend={backend}",
+                                     "engines.rollout.options.weight_sync.transport=disk"])
+    assert p.path == "engines.rollout.options.weight_sync"
+    assert "moved to [engines.rollout.weight_sync_options]" in p.message
+    assert p.fix == ("move the keys of [engines.rollout.options.weight_sync] to "
+                     "[engines.rollout.weight_sync_options]")
 
 
 def test_eval_needs_validation_prompts(problems: Problems) -> None:

@@ -6,8 +6,12 @@ from collections.abc import Callable
 
 import pytest
 from config_helpers import BASE
+from pydantic import BaseModel
 
-from rlctl.config.problems import ConfigProblem
+from rlctl.config.checks import load_recipe
+from rlctl.config.problems import ConfigError, ConfigProblem
+from rlctl.hookspecs import hookimpl
+from rlctl.registry import build_registry
 
 Problems = Callable[..., list[ConfigProblem]]
 
@@ -61,3 +65,40 @@ def test_options_of_a_sink_that_is_not_selected(problems: Problems) -> None:
     (p,) = problems(BASE + "[logging.sink_options.tensorbord]\nflush_secs = 1\n")
     assert p.path == "logging.sink_options.tensorbord"
     assert p.fix.startswith('did you mean')
+
+
+class _LaxOptions(BaseModel):
+    """A third-party option model that does not inherit rlctl's OptionsModel."""
+
+    scale: float = 1.0
+    weights: list[float] = []
+    nested: dict[str, float] = {}
+
+
+class _LaxReward:
+    @hookimpl
+    def register_reward_functions(self, register) -> None:  # type: ignore[no-untyped-def]
+        register("lax", "rlctl.rewards.match:digits_match", options=_LaxOptions,
+                 description="third-party reward with a plain pydantic option model")
+
+
+@pytest.mark.parametrize(
+    ("options", "path", "shown"),
+    [
+        ("scale = nan", "rewards[0].options.scale", "nan"),
+        ("weights = [1.0, inf]", "rewards[0].options.weights[1]", "inf"),
+        ("nested = {a = -inf}", "rewards[0].options.nested.a", "-inf"),
+    ],
+)
+def test_a_third_party_option_model_still_gets_no_nan_or_inf(
+    write, options: str, path: str, shown: str
+) -> None:  # type: ignore[no-untyped-def]
+    registry = build_registry(external="none", extra=[_LaxReward()])
+    text = BASE + f"[[rewards]]\nname = 'lax'\n[rewards.options]\n{options}\n"
+    with pytest.raises(ConfigError) as err:
+        load_recipe([write(text)], env={}, registry=registry)
+    (p,) = err.value.problems
+    assert (p.path, p.message) == (path, f"{shown} is not a finite number")
+    ok = load_recipe([write(BASE + "[[rewards]]\nname = 'lax'\n[rewards.options]\nscale = 2\n")],
+                     env={}, registry=registry)
+    assert ok.options_for("rewards[0].options").scale == 2.0

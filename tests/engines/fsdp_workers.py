@@ -65,8 +65,9 @@ def _run(rank: int, world: int, port: int, out_path: str, scenario: str) -> None
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                       WORLD_SIZE=str(world), GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
     torch.set_num_threads(1)
-    from rlctl.engines.train.fsdp.engine import FSDPEngine, global_normaliser
+    from rlctl.engines.distributed import all_reduce_sum, group_device
     from rlctl.engines.train.contract import ModelEngineSpec
+    from rlctl.engines.train.fsdp.engine import FSDPEngine
 
     results: dict = {}
     full, adv = fixed_batch()
@@ -78,7 +79,7 @@ def _run(rank: int, world: int, port: int, out_path: str, scenario: str) -> None
         actor.init()  # joins the process group: the global normaliser needs it
         fields = {"advantages": adv[rows], "response_mask": batch.response_mask}
         fields["normaliser"] = torch.full((batch.batch_size,),
-                                          global_normaliser(batch.response_mask.sum()))
+                                          all_reduce_sum(batch.response_mask.sum(), group_device()))
         lp, ent = actor.compute_log_prob(batch, temperature=0.7, with_entropy=True)
         results["log_probs"], results["entropy"] = lp, ent
         results["metrics"] = actor.train_minibatch(batch, fields, policy_loss, temperature=0.7)
@@ -112,8 +113,8 @@ def _run(rank: int, world: int, port: int, out_path: str, scenario: str) -> None
 
 def _rollout_vs_engine(rec: Recipe, actor) -> dict:
     """Sample with the HF engine at T=0.7 and recompute the log-probs with the FSDP actor."""
-    from rlctl.engines.rollout.hf.engine import HFRolloutEngine
     from rlctl.engines.rollout.contract import RolloutEngineSpec
+    from rlctl.engines.rollout.hf.engine import HFRolloutEngine
     from rlctl.engines.rollout.weight_sync import InProcessWeightSync
 
     rollout = HFRolloutEngine(RolloutEngineSpec(rec, seed=1))

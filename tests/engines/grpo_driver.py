@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 import torch
 
 from rlctl.config.recipe import Recipe
-from rlctl.engines.train.batch import ModelBatch
-from rlctl.engines.train.fsdp.engine import FSDPEngine, global_normaliser
-from rlctl.engines.rollout.hf.engine import HFRolloutEngine
-from rlctl.engines.train.contract import ModelEngineSpec
+from rlctl.engines.distributed import all_reduce_sum, group_device
 from rlctl.engines.rollout.contract import RolloutEngineSpec
+from rlctl.engines.rollout.hf.engine import HFRolloutEngine
 from rlctl.engines.rollout.weight_sync import InProcessWeightSync
+from rlctl.engines.train.batch import ModelBatch
+from rlctl.engines.train.contract import ModelEngineSpec
+from rlctl.engines.train.fsdp.engine import FSDPEngine
 from rlctl.models.loading import load_tokenizer
 from rlctl.registry import get_registry
 from rlctl.rewards.base import RewardInput
@@ -96,7 +97,8 @@ def run(recipe: Recipe, steps: int, *, verbose: bool = False) -> History:
         fields = {"old_log_probs": old_lp, "advantages": adv.reshape(-1),
                   "response_mask": batch.response_mask,
                   "normaliser": torch.full((batch.batch_size,),
-                                           global_normaliser(batch.response_mask.sum()))}
+                                           all_reduce_sum(batch.response_mask.sum(),
+                                                          group_device()))}
         metrics = actor.train_minibatch(batch, fields, loss_fn, temperature=temp)
         sync(actor, rollout, step + 1)
         t4 = time.perf_counter()

@@ -38,9 +38,22 @@ def test_order_recipe_then_env_var_then_built_env(tmp_path, monkeypatch):
     env = _fake_env(tmp_path, "vllm", complete=True)
     assert built_env_python("vllm") == str(env / "bin" / "python")
     assert engine_python("vllm") == str(env / "bin" / "python")
-    monkeypatch.setenv("RLCTL_VLLM_PYTHON", "/opt/other/python")
-    assert engine_python("vllm") == "/opt/other/python"
+    other = tmp_path / "other" / "python"
+    other.parent.mkdir()
+    other.symlink_to(sys.executable)
+    monkeypatch.setenv("RLCTL_VLLM_PYTHON", str(other))
+    assert engine_python("vllm") == str(other)
     assert engine_python("vllm", "/from/recipe/python") == "/from/recipe/python"
+
+
+@pytest.mark.parametrize("value, why", [("python3", "relative path"), ("/nonexistent/python", "does not exist"),
+                                        ("{tmp}", "not a file"), ("{tmp}/data.txt", "not executable")])
+def test_an_env_var_interpreter_must_be_an_absolute_executable(monkeypatch, tmp_path, value, why):
+    (tmp_path / "data.txt").write_text("not a program")
+    (tmp_path / "data.txt").chmod(0o644)
+    monkeypatch.setenv("RLCTL_VLLM_PYTHON", value.format(tmp=tmp_path))
+    with pytest.raises(EngineEnvError, match=f"RLCTL_VLLM_PYTHON: .*{why}"):
+        engine_python("vllm")
 
 
 def test_a_half_built_env_does_not_count_and_the_error_says_how_to_build(tmp_path, monkeypatch):

@@ -6,10 +6,9 @@ import subprocess
 import sys
 
 import pytest
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
-from rlctl.hookspecs import hookimpl
-from rlctl.registry import NotImplementedYet, build_registry
+from rlctl.registry import build_registry
 
 
 @pytest.fixture(scope="module")
@@ -36,30 +35,6 @@ def test_fsdp_and_hf_load(registry):
     assert registry.get("rollout_engine", "hf").metadata["weight_sync"] == "in_process"
     assert registry.load("weight_sync", "in_process") is InProcessWeightSync
     assert registry.get("weight_sync", "in_process").metadata["engines"] == ("hf",)
-
-
-class _PlannedPlugin:
-    """Announces names it does not implement yet, with their option models."""
-
-    class Options(BaseModel):
-        size: int = 1
-        """A documented option."""
-
-    @hookimpl
-    def register_model_engines(self, register) -> None:  # type: ignore[no-untyped-def]
-        register("planned", None, options=self.Options, description="not implemented yet")
-
-    @hookimpl
-    def register_weight_syncs(self, register) -> None:  # type: ignore[no-untyped-def]
-        register("planned", None, options=self.Options, description="not implemented yet")
-
-
-@pytest.mark.parametrize("kind", ["model_engine", "weight_sync"])
-def test_not_yet_implemented_names_have_options_and_fail_clearly(kind):
-    reg = build_registry(external="none", extra=[_PlannedPlugin()]).get(kind, "planned")
-    assert reg.options is not None and reg.options.model_fields
-    with pytest.raises(NotImplementedYet, match="not implemented yet"):
-        reg.load()
 
 
 @pytest.mark.parametrize(

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import fsdp_workers as fw
 import pytest
 import torch
 import torch.multiprocessing as mp
 
-import fsdp_workers as fw
-from rlctl.engines.distributed import free_port
-from rlctl.engines.train.fsdp.engine import token_log_probs
+from rlctl.engines.train.log_probs import token_log_probs
 from rlctl.models.loading import load_causal_lm
+from rlctl.ports import free_port
 
 
 def _spawn(world: int, out_dir, scenario: str) -> dict:

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from rlctl.config.recipe import Recipe
-from rlctl.engines.train.fsdp.engine import token_log_probs
-from rlctl.engines.rollout.hf.engine import HFRolloutEngine
 from rlctl.engines.rollout.contract import RolloutEngineSpec, SamplingParams
+from rlctl.engines.rollout.hf.engine import HFRolloutEngine
+from rlctl.engines.train.log_probs import token_log_probs
 from rlctl.models.tiny import EOS_ID, build_tiny_tokenizer
 
 RECIPE = Recipe.model_validate({"model": {"path": "tiny", "dtype": "float32"}})

@@ -17,9 +17,9 @@ import megatron_workers as mw
 import torch
 import torch.multiprocessing as mp
 
-from rlctl.engines.distributed import free_port
-from rlctl.engines.train.fsdp.engine import token_log_probs
+from rlctl.engines.train.log_probs import token_log_probs
 from rlctl.models.loading import load_causal_lm
+from rlctl.ports import free_port
 
 LAYOUTS = {
     "tp2": {"tensor_parallel": 2},

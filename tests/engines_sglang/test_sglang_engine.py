@@ -17,14 +17,14 @@ import pytest
 import torch
 from sglang_env import SGLANG_PYTHON, requires_sglang_env, sharpened_state, tiny_recipe
 
-from rlctl.engines.rollout.hf.engine import HFRolloutEngine
 from rlctl.engines.rollout.contract import RolloutEngineSpec, SamplingParams
+from rlctl.engines.rollout.hf.engine import HFRolloutEngine
 from rlctl.engines.rollout.server.client import get_json
 from rlctl.engines.rollout.server.process import ServerError, live_group_members
 from rlctl.engines.rollout.sglang.engine import SGLangRolloutEngine
+from rlctl.engines.rollout.sglang.options import SGLangWeightSyncOptions
 from rlctl.engines.rollout.sglang.weight_sync import SGLangWeightSync
 from rlctl.models.tiny import EOS_ID
-from rlctl.plugins.weight_syncs import SGLangWeightSyncOptions
 from rlctl.testing.rollout_contract import RolloutEngineParity, greedy, hf_reference
 from rlctl.testing.server_checkpoint import PARITY_PROMPTS, save_server_checkpoint
 
@@ -114,7 +114,7 @@ def test_weight_sync_changes_generation_stamps_the_version_and_matches_hf(engine
     sync = SGLangWeightSync(SGLangWeightSyncOptions(transport=transport, bucket_mb=1))
     v2 = sharpened_state(1)
     sync(v2, engine, version + 1)  # what the rollout worker calls
-    print(f"\n{transport} weight update took {engine.last_update_s:.2f} s")
+    print(f"\n{transport} weight update took {sync.last_update_s:.2f} s")
     after = greedy(engine)
     assert {g.weight_version for g in after} == {version + 1}
     assert get_json(engine.urls[0] + "/model_info")["weight_version"] == str(version + 1)
@@ -128,19 +128,20 @@ def test_weight_sync_changes_generation_stamps_the_version_and_matches_hf(engine
     again = greedy(engine)
     assert [g.token_ids for g in again] == [g.token_ids for g in before]
     assert {g.weight_version for g in again} == {version + 2}
+    sync.close()  # leaves the distributed group while the server runs (the worker's order)
 
 
 def test_a_version_the_engine_did_not_set_fails_loudly(engine):
     version = engine.weight_version
     url = engine.urls[0]
     # Someone else changes the server's weights/version behind the engine's back.
-    engine.require_http().run(engine._post(engine.replicas[0], "/update_weight_version", {"new_version": "999"}))
+    engine.run(engine.post(engine.replicas[0], "/update_weight_version", {"new_version": "999"}))
     try:
         with pytest.raises(ServerError, match=r"sglang\[0\] generated with weight version '999', but the engine expects"):
             greedy(engine, n=2)
     finally:
-        engine.require_http().run(
-            engine._post(engine.replicas[0], "/update_weight_version", {"new_version": str(version)})
+        engine.run(
+            engine.post(engine.replicas[0], "/update_weight_version", {"new_version": str(version)})
         )
     assert get_json(url + "/model_info")["weight_version"] == str(version)
     assert {g.weight_version for g in greedy(engine, n=2)} == {version}
@@ -151,8 +152,8 @@ def test_attach_to_a_running_server(engine):
     attached = SGLangRolloutEngine(RolloutEngineSpec(recipe, seed=0))
     attached.load()
     try:
-        attached._version = engine.weight_version  # it attaches to a server already updated
-        attached._initial_labels.clear()
+        # It attaches to a server already updated: what a sync would have stamped.
+        attached.stamp_version(engine.weight_version)
         assert attached.servers == [] and attached.urls == engine.urls
         assert [g.token_ids for g in greedy(attached)] == [g.token_ids for g in greedy(engine)]
     finally:
@@ -168,7 +169,7 @@ def test_bad_requests_are_named_errors_and_leave_the_server_serving(engine):
     with pytest.raises(ServerError, match=r"server sglang\[0\] answered POST /generate with HTTP 400"):
         engine.generate_batch([[1, 2]], max_new_tokens=-1, temperature=0.0)  # the server says no
     with pytest.raises(ValueError, match=r"version 9 has 1 name\(s\) the served checkpoint does not have"):
-        engine.update_weights({"model.no_such.weight": torch.zeros(3)}, version=9)
+        SGLangWeightSync()({"model.no_such.weight": torch.zeros(3)}, engine, 9)
     assert engine.weight_version == version
     after = greedy(engine, n=4)  # same tokens; log-probs within float noise (batching differs)
     assert [g.token_ids for g in after] == [g.token_ids for g in before]

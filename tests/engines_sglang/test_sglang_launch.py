@@ -18,12 +18,18 @@ import pytest
 import torch
 from sglang_env import tiny_recipe
 
+from rlctl.engines.rollout.buckets import buckets, with_last
 from rlctl.engines.rollout.contract import RolloutEngineSpec
-from rlctl.engines.rollout.server.process import ServerError, ServerProcess, free_port
-from rlctl.engines.rollout.sglang.options import SGLangOptions
+from rlctl.engines.rollout.server.process import ServerError, ServerProcess
 from rlctl.engines.rollout.sglang.engine import SGLangRolloutEngine
+from rlctl.engines.rollout.sglang.options import SGLangOptions, SGLangWeightSyncOptions
 from rlctl.engines.rollout.sglang.server import sglang_server_command
-from rlctl.engines.rollout.sglang.weight_sync import make_buckets, new_group_as_rank0, serialize_bucket
+from rlctl.engines.rollout.sglang.weight_sync import (
+    SGLangWeightSync,
+    new_group_as_rank0,
+    serialize_bucket,
+)
+from rlctl.ports import free_port
 from rlctl.registry import get_registry
 
 
@@ -61,12 +67,25 @@ def test_registered_and_options_validated():
     registry = get_registry()
     assert registry.load("rollout_engine", "sglang") is SGLangRolloutEngine
     assert registry.get("rollout_engine", "sglang").metadata["weight_sync"] == "sglang"
-    sync_cls = registry.load("weight_sync", "sglang")
-    assert sync_cls.__name__ == "SGLangWeightSync"
-    opts = SGLangOptions.model_validate({"weight_sync": {"transport": "distributed", "bucket_mb": 1}})
-    assert opts.weight_sync.model_dump(exclude_unset=True) == {"transport": "distributed", "bucket_mb": 1}
+    sync_reg = registry.get("weight_sync", "sglang")
+    assert sync_reg.load().__name__ == "SGLangWeightSync"
+    assert sync_reg.options is SGLangWeightSyncOptions  # next to its engine, not in plugins/
+    opts = SGLangWeightSyncOptions.model_validate({"transport": "distributed", "bucket_mb": 1})
+    assert opts.model_dump(exclude_unset=True) == {"transport": "distributed", "bucket_mb": 1}
     with pytest.raises(pydantic.ValidationError, match="transport"):
-        SGLangOptions.model_validate({"weight_sync": {"transport": "carrier_pigeon"}})
+        SGLangWeightSyncOptions.model_validate({"transport": "carrier_pigeon"})
+    # the old home of the sync's options names the new one
+    with pytest.raises(pydantic.ValidationError, match="no longer engine options") as info:
+        SGLangOptions.model_validate({"weight_sync": {"transport": "disk"}})
+    (error,) = info.value.errors()
+    assert error["loc"] == ("weight_sync",)
+    assert error["ctx"]["to"] == "engines.rollout.weight_sync_options"
+
+
+def test_empty_weights_are_refused_before_any_request():
+    engine = SGLangRolloutEngine(RolloutEngineSpec(tiny_recipe(), seed=0))
+    with pytest.raises(ValueError, match="empty state dict"):
+        SGLangWeightSync()({}, engine, 1)
 
 
 def test_bogus_interpreter_fails_fast_and_cleans_up():
@@ -89,11 +108,14 @@ def test_server_that_exits_at_once_names_it_and_quotes_the_cause(tmp_path):
     assert "No module named 'sglang'" in message and str(tmp_path / "s.log") in message
 
 
-def test_buckets_are_copies_split_by_size():
+def test_buckets_are_copies_split_by_size_the_last_one_marked():
     state = {"a": torch.zeros(256), "b": torch.ones(256), "c": torch.full((600,), 2.0)}  # 1, 1, 2.3 KiB
-    buckets = make_buckets(state, bucket_bytes=2048)
-    assert [[n for n, _ in b] for b in buckets] == [["a", "b"], ["c"]]
-    for bucket in buckets:
+    sync = SGLangWeightSync(SGLangWeightSyncOptions(bucket_mb=1))
+    made = list(sync._buckets(state))
+    assert [([n for n, _ in b], last) for b, last in made] == [(["a", "b", "c"], True)]
+    small = list(with_last(list(b.items()) for b in buckets(state, 2048, copy=True)))
+    assert [([n for n, _ in b], last) for b, last in small] == [(["a", "b"], False), (["c"], True)]
+    for bucket, _ in made + small:
         for name, t in bucket:
             assert torch.equal(t, state[name]) and t.data_ptr() != state[name].data_ptr()
 
@@ -104,7 +126,8 @@ def test_tensor_payload_travels_as_shared_memory_and_restores_the_strategy():
     import torch.multiprocessing as torch_mp
 
     before = torch_mp.get_sharing_strategy()
-    bucket = make_buckets({"w": torch.randn(64, 32), "b": torch.arange(5)}, 1 << 20)[0]
+    (bucket,) = [list(b.items()) for b in buckets({"w": torch.randn(64, 32), "b": torch.arange(5)},
+                                                   1 << 20, copy=True)]
     payload = serialize_bucket(bucket)
     assert torch_mp.get_sharing_strategy() == before
     raw = base64.b64decode(payload)
@@ -139,8 +162,11 @@ def test_weight_group_broadcasts_to_a_peer_built_like_sglangs_side():
     port = free_port()
     peer = subprocess.Popen([sys.executable, "-c", PEER, str(port), "g-test"], stdout=subprocess.PIPE, text=True)
     try:
+        default_before = dist.is_initialized() and dist.get_world_size()
         group = new_group_as_rank0("127.0.0.1", port, 2, "g-test", "gloo", timeout_s=60)
-        assert not dist.is_initialized()  # a group of its own, not the default one
+        # a group of its own: the default one (an earlier test's, or none) is left as it was
+        assert (dist.is_initialized() and dist.get_world_size()) == default_before
+        assert group is not dist.GroupMember.WORLD
         dist.broadcast(torch.full((3, 4), 0.5), src=0, group=group)
         out, _ = peer.communicate(timeout=60)
         assert float(out) == 6.0

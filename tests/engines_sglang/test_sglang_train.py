@@ -23,7 +23,7 @@ def test_train_with_sglang_rollout(tmp_path, mode, transport):
         "-s", "engines.rollout.backend=sglang", "-s", "model.tiny.head_dim=32",
         "-s", f'engines.rollout.options.python="{SGLANG_PYTHON}"',
         "-s", "engines.rollout.options.startup_timeout_s=600",
-        "-s", f'engines.rollout.options.weight_sync.transport="{transport}"',
+        "-s", f'engines.rollout.weight_sync_options.transport="{transport}"',
         "-s", f'run.output_dir="{tmp_path}"', "-s", "schedule.total_steps=3",
     ]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=850, check=False)

@@ -22,13 +22,13 @@ from rlctl.engines.rollout.server.process import (
     ServerError,
     ServerProcess,
     error_lines,
-    free_port,
     live_group_members,
     wait_for_urls,
 )
-from rlctl.engines.rollout.vllm.options import VLLMOptions
 from rlctl.engines.rollout.vllm.engine import VLLMRolloutEngine
+from rlctl.engines.rollout.vllm.options import RLCTL_TRANSFER_BACKEND, VLLMOptions
 from rlctl.engines.rollout.vllm.server import WORKER_EXTENSION_DIR, vllm_server_command
+from rlctl.ports import free_port
 
 
 def gone(pid: int) -> bool:
@@ -42,7 +42,8 @@ def gone(pid: int) -> bool:
 
 
 def command(opts: VLLMOptions) -> ServerCommand:
-    return vllm_server_command("vllm[0]", opts, model="/nonexistent-model", dtype="float32", seed=0, device="cpu")
+    return vllm_server_command("vllm[0]", opts, model="/nonexistent-model", dtype="float32", seed=0,
+                               device="cpu", transfer_backend=RLCTL_TRANSFER_BACKEND)
 
 
 def test_command_line_is_eager_dev_mode_loopback_on_cpu():
@@ -56,7 +57,8 @@ def test_command_line_is_eager_dev_mode_loopback_on_cpu():
                        "PYTHONPATH": str(WORKER_EXTENSION_DIR)}  # native weight sync's extension only
     # A separate interpreter must not see this venv's packages.
     assert "PYTHONPATH" in cmd.unset_env and "VIRTUAL_ENV" in cmd.unset_env
-    gpu = vllm_server_command("v", VLLMOptions(python=sys.executable), model="m", dtype="bfloat16", seed=0, device="cuda")
+    gpu = vllm_server_command("v", VLLMOptions(python=sys.executable), model="m", dtype="bfloat16",
+                              seed=0, device="cuda", transfer_backend=RLCTL_TRANSFER_BACKEND)
     assert "--enforce-eager" not in gpu.argv and "--gpu-memory-utilization" in gpu.argv
     assert gpu.argv[0] == sys.executable and gpu.unset_env == ()
 

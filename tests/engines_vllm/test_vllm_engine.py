@@ -17,13 +17,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from vllm_env import VLLM_PYTHON, requires_vllm_env, sharpened_state, tiny_recipe
+from vllm_env import VLLM_PYTHON, engine_spec, requires_vllm_env, sharpened_state, tiny_recipe
 
+from rlctl.engines.rollout.contract import SamplingParams
 from rlctl.engines.rollout.hf.engine import HFRolloutEngine
-from rlctl.engines.rollout.contract import RolloutEngineSpec, SamplingParams
 from rlctl.engines.rollout.server.client import get_json
 from rlctl.engines.rollout.server.process import ServerError, live_group_members
 from rlctl.engines.rollout.vllm.engine import VLLMRolloutEngine
+from rlctl.engines.rollout.vllm.options import VLLMWeightSyncOptions
 from rlctl.engines.rollout.vllm.weight_sync import VLLMWeightSync
 from rlctl.models.tiny import EOS_ID
 from rlctl.testing.rollout_contract import RolloutEngineParity, greedy, hf_reference
@@ -49,7 +50,7 @@ def hf(checkpoint) -> HFRolloutEngine:
 @pytest.fixture(scope="module")
 def engine(checkpoint):
     recipe = tiny_recipe(str(checkpoint), python=VLLM_PYTHON, startup_timeout_s=240)
-    e = VLLMRolloutEngine(RolloutEngineSpec(recipe, seed=0))
+    e = VLLMRolloutEngine(engine_spec(recipe))
     started = time.monotonic()
     e.load()
     print(f"\nvllm server up (health + warm-up) in {time.monotonic() - started:.1f} s")
@@ -114,16 +115,15 @@ def test_concurrent_requests_from_fresh_event_loops(engine):
 
 
 def use_sync(engine, **options) -> VLLMWeightSync:
-    """Switch the engine's sync options that do not change how its servers run (transport
-    file <-> http_bytes, buckets, timeout) and return a fresh ``vllm`` weight sync."""
-    current = engine.options.weight_sync
-    engine.options = engine.options.model_copy(update={"weight_sync": current.model_copy(update=options)})
-    return VLLMWeightSync()
+    """A fresh ``vllm`` weight sync with ``options``: any that the module's servers (started
+    with the ``rlctl_cpu`` backend) serve (transport file / http_bytes, buckets, timeout,
+    method reload)."""
+    return VLLMWeightSync(VLLMWeightSyncOptions(**options))
 
 
 def transfer_stats(engine, replica) -> dict:
     """The rlctl_cpu engine's counters inside one server (worker extension, /collective_rpc)."""
-    answer = engine.require_http().run(engine._post(replica, "/collective_rpc", {"method": "rlctl_transfer_stats"}))
+    answer = engine.run(engine.post(replica, "/collective_rpc", {"method": "rlctl_transfer_stats"}))
     return json.loads(answer["results"][0])
 
 
@@ -153,7 +153,7 @@ def test_native_sync_changes_generation_stamps_the_version_and_matches_hf(engine
 
 
 def _buckets(state, bucket_mb):
-    from rlctl.engines.rollout.vllm.weight_sync import buckets
+    from rlctl.engines.rollout.buckets import buckets
 
     return buckets(state, int(bucket_mb * 2**20))
 
@@ -162,14 +162,15 @@ def test_a_server_reporting_another_version_fails_the_check(engine):
     sync = use_sync(engine, transport="file", bucket_mb=512)
     sync(sharpened_state(0), engine, 23)
     with pytest.raises(ServerError, match=r"server vllm\[0\] reports weight version '23' after the update to version 24"):
-        sync._check_versions(engine, 24, engine.options.weight_sync)
+        sync._check_versions(engine, 24, sync.options)
 
 
 def test_reload_fallback_changes_generation_stamps_the_version_and_matches_hf(engine, hf):
     before = greedy(engine)
     v2 = sharpened_state(1)
-    engine.update_weights(v2, version=3)
-    print(f"\nweight update (file + /collective_rpc reload_weights) took {engine.last_update_s:.2f} s")
+    sync = use_sync(engine, method="reload")
+    sync(v2, engine, 3)
+    print(f"\nreload update (file + /collective_rpc reload_weights): {sync.last_update_s:.2f} s")
     after = greedy(engine)
     assert engine.weight_version == 3 and {g.weight_version for g in after} == {3}
     assert [g.token_ids for g in after] != [g.token_ids for g in before]
@@ -177,7 +178,7 @@ def test_reload_fallback_changes_generation_stamps_the_version_and_matches_hf(en
     assert [g.token_ids for g in after] == [g.token_ids for g in greedy(hf)]
     # And back: the prefix cache must not serve KV computed by the other weights.
     v1 = sharpened_state(0)
-    engine.update_weights(v1, version=4)
+    sync(v1, engine, 4)
     hf.update_weights(v1, version=4)
     again = greedy(engine)
     assert [g.token_ids for g in again] == [g.token_ids for g in before]
@@ -186,7 +187,7 @@ def test_reload_fallback_changes_generation_stamps_the_version_and_matches_hf(en
 
 def test_attach_to_a_running_server(engine):
     recipe = tiny_recipe("unused-in-attach-mode", urls=engine.urls, startup_timeout_s=10)
-    attached = VLLMRolloutEngine(RolloutEngineSpec(recipe, seed=0))
+    attached = VLLMRolloutEngine(engine_spec(recipe))
     attached.load()
     try:
         assert attached.servers == [] and attached.urls == engine.urls
@@ -202,7 +203,7 @@ def test_bad_requests_are_named_errors_and_leave_the_server_serving(engine):
         engine.generate_batch([[1, 10_000]], max_new_tokens=2, temperature=0.0)  # id beyond the vocabulary
     # vLLM's worker raises on an unknown name and the whole server dies: refused before sending.
     with pytest.raises(ValueError, match=r"version 9 has 1 name\(s\) the served checkpoint does not have"):
-        engine.update_weights({"model.no_such.weight": torch.zeros(3)}, version=9)
+        VLLMWeightSync()({"model.no_such.weight": torch.zeros(3)}, engine, 9)
     assert engine.weight_version == version
     assert greedy(engine, n=4) == before
 
@@ -211,21 +212,22 @@ def test_unknown_tensor_name_is_refused_by_the_server_which_keeps_serving(engine
     # Attached engines do not read the checkpoint, so the name reaches the server; rlctl's
     # transfer engine checks every name of the sync (sent with the first bucket) before it
     # loads anything, even when the bad name comes in the last of ~7 buckets.
+    options = {"transport": "http_bytes", "bucket_mb": 0.05}
     recipe = tiny_recipe("unused-in-attach-mode", urls=engine.urls, startup_timeout_s=10,
-                         weight_sync={"transport": "http_bytes", "bucket_mb": 0.05})
-    attached = VLLMRolloutEngine(RolloutEngineSpec(recipe, seed=0))
+                         weight_sync=options)
+    attached = VLLMRolloutEngine(engine_spec(recipe))
     attached.load()
     try:
         before = greedy(attached, n=4)
         bad = {**sharpened_state(0), "model.no_such.weight": torch.zeros(3)}
         with pytest.raises(ServerError, match=rf"version 31 failed: server {engine.urls[0]} answered POST /update_weights with HTTP 500"):
-            VLLMWeightSync()(bad, attached, 31)
+            VLLMWeightSync(VLLMWeightSyncOptions(**options))(bad, attached, 31)
         # The reason is in the server's log (an attached engine cannot quote it).
         assert "tensor name(s) the served checkpoint does not have" in engine.servers[0].log_path.read_text()
         assert attached.weight_version == 0
         assert get_json(engine.urls[0] + "/is_paused") == {"is_paused": False}  # resumed after the failure
         assert [g.token_ids for g in greedy(attached, n=4)] == [g.token_ids for g in before]  # old weights intact
-        VLLMWeightSync()(sharpened_state(0), attached, 32)  # the next update works
+        VLLMWeightSync(VLLMWeightSyncOptions(**options))(sharpened_state(0), attached, 32)
         assert [g.token_ids for g in greedy(attached, n=4)] == [g.token_ids for g in before]
     finally:
         attached.close()

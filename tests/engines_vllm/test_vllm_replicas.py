@@ -14,13 +14,13 @@ import time
 
 import pytest
 from test_vllm_engine import checkpoint, hf, sharpened_state, transfer_stats  # noqa: F401 - fixtures
-from vllm_env import VLLM_PYTHON, requires_vllm_env
+from vllm_env import VLLM_PYTHON, engine_spec, requires_vllm_env
 
 from rlctl.config.recipe import Recipe
-from rlctl.engines.rollout.contract import RolloutEngineSpec
 from rlctl.engines.rollout.server.client import get_json
 from rlctl.engines.rollout.server.process import ServerError, live_group_members
 from rlctl.engines.rollout.vllm.engine import VLLMRolloutEngine
+from rlctl.engines.rollout.vllm.options import VLLMWeightSyncOptions
 from rlctl.engines.rollout.vllm.weight_sync import VLLMWeightSync
 from rlctl.testing.rollout_contract import greedy
 from rlctl.testing.server_checkpoint import PARITY_PROMPTS
@@ -28,6 +28,7 @@ from rlctl.testing.server_checkpoint import PARITY_PROMPTS
 pytestmark = [requires_vllm_env, pytest.mark.slow, pytest.mark.timeout(600)]
 
 PROMPTS = PARITY_PROMPTS
+SYNC = {"transport": "http_bytes", "bucket_mb": 0.1}  # [engines.rollout.weight_sync_options]
 
 
 @pytest.fixture(scope="module")
@@ -40,10 +41,9 @@ def engine(checkpoint, tmp_path_factory):  # noqa: F811 - the imported fixture
         "model": {"path": str(checkpoint), "dtype": "float32", "tiny": TINY_SHAPE},
         "engines": {"rollout": {"backend": "vllm", "replicas": 2, "options": {
             "python": VLLM_PYTHON, "startup_timeout_s": 420, "log_dir": str(logs),
-            "weight_sync": {"transport": "http_bytes", "bucket_mb": 0.1},
-        }}},
+        }, "weight_sync_options": SYNC}},
     })
-    e = VLLMRolloutEngine(RolloutEngineSpec(recipe, seed=0))
+    e = VLLMRolloutEngine(engine_spec(recipe))
     started = time.monotonic()
     e.load()
     print(f"\n2 vllm servers up (health + warm-up) in {time.monotonic() - started:.1f} s")
@@ -67,7 +67,7 @@ def test_requests_are_spread_over_both_servers(engine):
 
 
 def test_weight_sync_reaches_both_servers(engine, hf):  # noqa: F811
-    sync = VLLMWeightSync()
+    sync = VLLMWeightSync(VLLMWeightSyncOptions(**SYNC))
     v2 = sharpened_state(1)
     sync(v2, engine, 7)
     print(f"\nnative http_bytes sync to 2 servers took {sync.last_update_s:.2f} s")

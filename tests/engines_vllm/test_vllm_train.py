@@ -24,7 +24,7 @@ def test_train_with_vllm_rollout(tmp_path, mode, transport):
         "-s", "engines.rollout.backend=vllm", "-s", "model.tiny.head_dim=32",
         "-s", f'engines.rollout.options.python="{VLLM_PYTHON}"',
         "-s", f'engines.rollout.options.log_dir="{logs}"',
-        "-s", f'engines.rollout.options.weight_sync.transport="{transport}"',
+        "-s", f'engines.rollout.weight_sync_options.transport="{transport}"',
         "-s", f'run.output_dir="{tmp_path / "out"}"', "-s", "schedule.total_steps=3",
     ]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)

@@ -9,14 +9,17 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-from vllm_env import VLLM_PYTHON, requires_vllm_env, tiny_recipe
+from vllm_env import VLLM_PYTHON, engine_spec, requires_vllm_env, tiny_recipe
 
 import rlctl
+from rlctl.engines.rollout.buckets import buckets, with_last
 from rlctl.engines.rollout.contract import RolloutEngineSpec
+from rlctl.engines.rollout.server.client import Replica
+from rlctl.engines.rollout.server.process import ServerProcess
 from rlctl.engines.rollout.vllm.engine import VLLMRolloutEngine
 from rlctl.engines.rollout.vllm.options import VLLMOptions, VLLMWeightSyncOptions
 from rlctl.engines.rollout.vllm.server import WORKER_EXTENSION_DIR, vllm_server_command
-from rlctl.engines.rollout.vllm.weight_sync import VLLMWeightSync, bucket_payload, buckets
+from rlctl.engines.rollout.vllm.weight_sync import VLLMWeightSync, bucket_payload
 from rlctl.registry import get_registry
 
 
@@ -29,6 +32,18 @@ def test_buckets_keep_order_respect_the_size_and_send_large_tensors_alone():
     got = [list(b) for b in buckets(sd, 900)]
     assert got == [["a", "b"], ["c"], ["d", "e"]]
     assert [n for b in buckets(sd, 10**9) for n in b] == list(sd)
+    assert [(list(b), last) for b, last in with_last(buckets(sd, 900))][-2:] == [
+        (["c"], False), (["d", "e"], True)]
+    assert list(with_last([])) == []
+
+
+def test_copied_buckets_never_share_storage_with_the_actor():
+    sd = state({"a": 4, "b": 4})
+    (plain,) = buckets(sd, 10**6)
+    (copied,) = buckets(sd, 10**6, copy=True)
+    assert plain["a"].data_ptr() == sd["a"].data_ptr()  # CPU tensors are not copied by default
+    assert all(copied[n].data_ptr() != sd[n].data_ptr() for n in sd)
+    assert all(torch.equal(copied[n], sd[n]) for n in sd)
 
 
 def test_tied_tensors_become_separate_so_safetensors_accepts_them(tmp_path):
@@ -53,8 +68,10 @@ def test_http_bytes_payload_is_base64_safetensors():
 
 
 def command(**sync):
-    options = VLLMOptions(python="/env/bin/python", weight_sync=VLLMWeightSyncOptions(**sync))
-    return vllm_server_command("vllm[0]", options, model="/m", dtype="float32", seed=0, device="cpu", port=1234)
+    options = VLLMOptions(python="/env/bin/python")
+    backend = VLLMWeightSyncOptions(**sync).server_backend
+    return vllm_server_command("vllm[0]", options, model="/m", dtype="float32", seed=0,
+                               device="cpu", transfer_backend=backend, port=1234)
 
 
 def test_native_servers_get_the_transfer_backend_and_only_the_extension_on_pythonpath():
@@ -76,16 +93,33 @@ def test_native_servers_get_the_transfer_backend_and_only_the_extension_on_pytho
 @pytest.mark.parametrize("transport", ["nccl", "ipc"])
 def test_cuda_transports_are_refused_on_cpu_when_the_engine_is_built(transport):
     recipe = tiny_recipe(weight_sync={"transport": transport})
-    with pytest.raises(ValueError, match=rf"transport = '{transport}' is one of vLLM's CUDA-only backends"):
-        VLLMRolloutEngine(RolloutEngineSpec(recipe, seed=0))
+    with pytest.raises(ValueError, match=rf"\[engines.rollout.weight_sync_options\] transport = "
+                                         rf"'{transport}' is one of vLLM's CUDA-only backends"):
+        VLLMRolloutEngine(engine_spec(recipe))
 
 
-def test_sync_options_must_agree_with_the_engines():
-    engine = VLLMRolloutEngine(RolloutEngineSpec(tiny_recipe(weight_sync={"transport": "http_bytes"}), seed=0))
-    assert VLLMWeightSync().effective_options(engine).transport == "http_bytes"
-    assert VLLMWeightSync(VLLMWeightSyncOptions()).effective_options(engine).transport == "http_bytes"
-    with pytest.raises(ValueError, match=r"differ from the rollout engine's .*\[engines.rollout.options.weight_sync\]"):
-        VLLMWeightSync(VLLMWeightSyncOptions(bucket_mb=1)).effective_options(engine)
+@pytest.mark.parametrize(("sync", "backend"), [
+    ({}, "rlctl_cpu"), ({"transport": "http_bytes"}, "rlctl_cpu"), ({"method": "reload"}, None)])
+def test_the_engine_starts_its_servers_for_the_syncs_options(sync, backend):
+    engine = VLLMRolloutEngine(engine_spec(tiny_recipe(weight_sync=sync)))
+    assert engine.transfer_backend == backend
+    assert ("--weight-transfer-config" in engine.server_command(0, "/m").argv) == (backend is not None)
+    # another sync (a plugin's, without the vllm sync's options): the vllm sync's defaults
+    other = VLLMRolloutEngine(RolloutEngineSpec(tiny_recipe(), seed=0))
+    assert other.transfer_backend == "rlctl_cpu"
+
+
+def test_a_sync_needing_another_backend_than_the_servers_have_is_refused(tmp_path):
+    engine = VLLMRolloutEngine(engine_spec(tiny_recipe(weight_sync={"method": "reload"})))
+    # A replica the engine started, as load() records it (its process is never run here: the
+    # check comes before any request).
+    command = engine.server_command(0, "/m")
+    engine._replicas = [Replica(f"http://127.0.0.1:{command.port}", "rlctl-policy",
+                                ServerProcess(command, tmp_path / "vllm.log"))]
+    with pytest.raises(ValueError, match=r"needs servers started with the 'rlctl_cpu' weight-"
+                                         r"transfer backend, but the engine started its servers "
+                                         r"with None: .*weight_sync_options"):
+        VLLMWeightSync(VLLMWeightSyncOptions())(state({"a": 2}), engine, 1)
 
 
 def test_the_vllm_engine_defaults_to_the_native_sync_plugin():
@@ -95,7 +129,7 @@ def test_the_vllm_engine_defaults_to_the_native_sync_plugin():
 
 
 def test_empty_state_dict_is_refused_before_any_request():
-    engine = VLLMRolloutEngine(RolloutEngineSpec(tiny_recipe(), seed=0))
+    engine = VLLMRolloutEngine(engine_spec(tiny_recipe()))
     with pytest.raises(ValueError, match="empty state dict"):
         VLLMWeightSync()({}, engine, 1)
 

@@ -14,11 +14,13 @@ from pathlib import Path
 import pytest
 
 from rlctl.config.recipe import Recipe
+from rlctl.engines.rollout.contract import RolloutEngineSpec
 from rlctl.engines.rollout.server.engine_envs import ENV_NAMES, built_env_python, env_root
 from rlctl.testing.server_checkpoint import SERVER_TINY_SHAPE as TINY_SHAPE
 from rlctl.testing.server_checkpoint import server_tiny_recipe, sharpened_state
 
-__all__ = ["TINY_SHAPE", "VLLM_PYTHON", "requires_vllm_env", "sharpened_state", "tiny_recipe"]
+__all__ = ["TINY_SHAPE", "VLLM_PYTHON", "engine_spec", "requires_vllm_env", "sharpened_state",
+           "tiny_recipe"]
 
 
 def _find_python() -> str | None:
@@ -36,6 +38,17 @@ requires_vllm_env = pytest.mark.skipif(
 )
 
 
-def tiny_recipe(path: str = "tiny", tiny: dict | None = None, **rollout_options: object) -> Recipe:
-    """A recipe for the vllm engine on the server-compatible tiny model, fp32, on CPU."""
-    return server_tiny_recipe("vllm", path, tiny, **rollout_options)
+def tiny_recipe(path: str = "tiny", tiny: dict | None = None, *, weight_sync: dict | None = None,
+                **rollout_options: object) -> Recipe:
+    """A recipe for the vllm engine on the server-compatible tiny model, fp32, on CPU;
+    ``weight_sync`` is its ``[engines.rollout.weight_sync_options]``."""
+    return server_tiny_recipe("vllm", path, tiny, weight_sync_options=weight_sync,
+                              **rollout_options)
+
+
+def engine_spec(recipe: Recipe, seed: int = 0) -> RolloutEngineSpec:
+    """The spec the rollout worker builds: the recipe's weight-sync options, validated."""
+    from rlctl.engines.rollout.vllm.options import VLLMWeightSyncOptions
+
+    options = VLLMWeightSyncOptions.model_validate(recipe.engines.rollout.weight_sync_options)
+    return RolloutEngineSpec(recipe, seed=seed, weight_sync_options=options)

@@ -12,6 +12,7 @@ from rlctl.config.recipe import LoggingSection
 from rlctl.registry import build_registry
 from rlctl.sinks import MetricLogger, SinkBuildError
 from rlctl.sinks.jsonl import make_jsonl_sink
+from rlctl.sinks.options import JsonlSinkOptions
 
 
 class RecordingSink:
@@ -47,7 +48,7 @@ class DashboardDownSink:
 def test_a_failing_sink_is_reported_and_the_others_go_on(tmp_path: Path) -> None:
     reports: list[str] = []
     recording = RecordingSink()
-    jsonl = make_jsonl_sink({}, run_dir=tmp_path)
+    jsonl = make_jsonl_sink(JsonlSinkOptions(), run_dir=tmp_path)
     logger = MetricLogger(
         {"flaky": DashboardDownSink(fail_from_step=2), "jsonl": jsonl, "memory": recording},
         report=reports.append,

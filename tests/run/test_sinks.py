@@ -19,7 +19,7 @@ from rlctl.registry import build_registry
 from rlctl.sinks import MetricLogger, SinkBuildError
 from rlctl.sinks.console import ConsoleSink
 from rlctl.sinks.jsonl import make_jsonl_sink
-from rlctl.sinks.options import ConsoleSinkOptions
+from rlctl.sinks.options import ConsoleSinkOptions, JsonlSinkOptions, TensorBoardSinkOptions
 from rlctl.sinks.tensorboard_sink import make_tensorboard_sink
 
 
@@ -28,7 +28,7 @@ def read_jsonl(path: Path) -> list[dict]:
 
 
 def test_jsonl_writes_one_object_per_step(tmp_path: Path) -> None:
-    sink = make_jsonl_sink({}, run_dir=tmp_path)
+    sink = make_jsonl_sink(JsonlSinkOptions(), run_dir=tmp_path)
     sink.log(1, {"critic/score/mean": 0.25, "actor/kl": np.float32(0.5), "n": torch.tensor(3)})
     sink.log(2, {"critic/score/mean": float("nan"), "actor/kl": 1.0, "n": 4})
     sink.close()
@@ -43,7 +43,7 @@ def test_jsonl_writes_one_object_per_step(tmp_path: Path) -> None:
 
 
 def test_jsonl_flushes_every_step_so_a_crash_loses_nothing(tmp_path: Path) -> None:
-    sink = make_jsonl_sink({"filename": "m.jsonl"}, run_dir=tmp_path)
+    sink = make_jsonl_sink(JsonlSinkOptions(filename="m.jsonl"), run_dir=tmp_path)
     sink.log(1, {"x": 1.0})
     rows = read_jsonl(tmp_path / "m.jsonl")  # read while the sink is still open
     assert [(r["step"], r["x"]) for r in rows] == [(1, 1.0)]
@@ -51,13 +51,14 @@ def test_jsonl_flushes_every_step_so_a_crash_loses_nothing(tmp_path: Path) -> No
 
 
 def test_jsonl_resume_drops_steps_logged_after_the_checkpoint(tmp_path: Path) -> None:
-    first = make_jsonl_sink({}, run_dir=tmp_path)
+    first = make_jsonl_sink(JsonlSinkOptions(), run_dir=tmp_path)
     for step in range(1, 8):
         first.log(step, {"x": float(step)})
     first.close()
     with (tmp_path / "metrics.jsonl").open("a") as f:
         f.write('{"step": 8, "x": ')  # the line a SIGKILL cut short
-    resumed = make_jsonl_sink({}, run_dir=tmp_path)  # resumed from a checkpoint at step 5
+    # resumed from a checkpoint at step 5
+    resumed = make_jsonl_sink(JsonlSinkOptions(), run_dir=tmp_path)
     resumed.log(6, {"x": 60.0})
     resumed.log(7, {"x": 70.0})
     resumed.close()
@@ -75,9 +76,9 @@ def test_jsonl_resume_drops_steps_logged_after_the_checkpoint(tmp_path: Path) ->
 
 def test_jsonl_options_are_validated(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="flush_evry"):
-        make_jsonl_sink({"flush_evry": 2}, run_dir=tmp_path)
+        JsonlSinkOptions.model_validate({"flush_evry": 2})
     with pytest.raises(ValueError, match="filename"):
-        make_jsonl_sink({"filename": "../escape.jsonl"}, run_dir=tmp_path)
+        JsonlSinkOptions.model_validate({"filename": "../escape.jsonl"})
 
 
 def test_console_prints_a_compact_line_of_the_key_metrics() -> None:
@@ -110,7 +111,7 @@ def _tb_scalars(log_dir: Path, tag: str) -> list[tuple[int, float]]:
 
 
 def test_tensorboard_event_file_reads_back(tmp_path: Path) -> None:
-    sink = make_tensorboard_sink({}, run_dir=tmp_path)
+    sink = make_tensorboard_sink(TensorBoardSinkOptions(), run_dir=tmp_path)
     for step in (1, 2, 3):
         sink.log(step, {"critic/score/mean": step / 4, "actor/kl": torch.tensor(0.5)})
     sink.close()
@@ -120,11 +121,11 @@ def test_tensorboard_event_file_reads_back(tmp_path: Path) -> None:
 
 
 def test_tensorboard_resume_purges_steps_after_the_checkpoint(tmp_path: Path) -> None:
-    first = make_tensorboard_sink({"log_dir": "tb"}, run_dir=tmp_path)
+    first = make_tensorboard_sink(TensorBoardSinkOptions(log_dir="tb"), run_dir=tmp_path)
     for step in (1, 2, 3, 4):
         first.log(step, {"x": float(step)})
     first.close()
-    resumed = make_tensorboard_sink({"log_dir": "tb"}, run_dir=tmp_path)
+    resumed = make_tensorboard_sink(TensorBoardSinkOptions(log_dir="tb"), run_dir=tmp_path)
     resumed.log(3, {"x": 30.0})
     resumed.log(4, {"x": 40.0})
     resumed.close()
@@ -219,7 +220,7 @@ def test_registration_and_readers_import_nothing_heavy() -> None:
 
 
 def test_non_finite_values_never_reach_tensorboard_as_inf(tmp_path: Path) -> None:
-    sink = make_tensorboard_sink({}, run_dir=tmp_path)
+    sink = make_tensorboard_sink(TensorBoardSinkOptions(), run_dir=tmp_path)
     sink.log(1, {"x": math.inf, "y": 1.0})
     sink.close()
     assert _tb_scalars(tmp_path / "tensorboard", "y") == [(1, 1.0)]

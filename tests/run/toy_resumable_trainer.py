@@ -28,6 +28,7 @@ from rlctl.checkpoint import (
 )
 from rlctl.sinks import MetricLogger
 from rlctl.sinks.jsonl import make_jsonl_sink
+from rlctl.sinks.options import JsonlSinkOptions
 
 CONFIG = {"algorithm": {"lr": 0.05}, "schedule": {"save_every": 2}}
 
@@ -57,7 +58,7 @@ def main() -> None:
         restore_rng_state(state.rng)
         start = state.step + 1
 
-    logger = MetricLogger({"jsonl": make_jsonl_sink({}, run_dir=args.run_dir)})
+    logger = MetricLogger({"jsonl": make_jsonl_sink(JsonlSinkOptions(), run_dir=args.run_dir)})
     for step in range(start, args.total_steps + 1):
         x = torch.randn(8, 4)  # [B, features]
         target = x.sum(dim=1, keepdim=True) + float(np.random.randn())  # [B, 1]

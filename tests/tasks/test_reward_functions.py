@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import inspect
+import json
+
 import pytest
 
 from rlctl.config.recipe import RewardSection
+from rlctl.hookspecs import hookimpl
 from rlctl.models.tiny import EOS_ID, build_tiny_tokenizer
+from rlctl.plugin_errors import PluginCallError
 from rlctl.registry import build_registry
 from rlctl.rewards.base import RewardInput
 from rlctl.rewards.gsm8k import extract_answer, gsm8k
@@ -71,18 +76,18 @@ def test_length_penalty():
 
 def test_reward_set_weights_and_logs_each_term():
     registry = build_registry(external="none")
+    # options come validated (as keywords) from the loaded recipe, in section order
     rewards = RewardSet.from_sections(
-        [RewardSection(name="digits_match"),
-         RewardSection(name="length_penalty", weight=0.5,
-                       options={"target_tokens": 1, "max_tokens": 3})],
+        [RewardSection(name="digits_match"), RewardSection(name="length_penalty", weight=0.5)],
         registry,
+        [{}, {"target_tokens": 1, "max_tokens": 3}],
     )
     out = rewards(_sample("55", "5", ids=(9, 9, EOS_ID)))
     assert out["digits_match"] == 0.5 and out["digits_match/exact"] == 0.0
     assert out["length_penalty"] == -1.0
     assert out["score"] == pytest.approx(0.5 - 0.5)
-    with pytest.raises(ValueError, match="bad options"):
-        RewardSet.from_sections([RewardSection(name="gsm8k", options={"methd": "x"})], registry)
+    with pytest.raises(ValueError, match="1 reward sections but 0 option sets"):
+        RewardSet.from_sections([RewardSection(name="gsm8k")], registry, [])
 
 
 def test_a_pad_token_before_eos_is_not_a_correct_answer():
@@ -99,3 +104,63 @@ def test_a_pad_token_before_eos_is_not_a_correct_answer():
                                    ground_truth={"ground_truth": "3"}, data_source="count_digits",
                                    eos_token_ids=[tok.eos_token_id])
     assert digits_match(good) == {"score": 1.0, "exact": 1.0}
+
+
+class _MisbehavingRewards:
+    """An in-process plugin: one reward raises inside a library call, one returns no score."""
+
+    @staticmethod
+    def parse_int(sample, **options):
+        return int(sample.response_text)  # int("5x") raises in the interpreter, here
+
+    @staticmethod
+    def parse_json(sample, **options):
+        return json.loads(sample.response_text)  # raises inside the json package
+
+    @staticmethod
+    def no_score(sample, **options):
+        return {"parsed": 1.0}
+
+    @hookimpl
+    def register_reward_functions(self, register) -> None:  # type: ignore[no-untyped-def]
+        register("parse_int", self.parse_int)
+        register("parse_json", self.parse_json)
+        register("no_score", self.no_score)
+
+
+def test_a_reward_that_raises_names_plugin_kind_name_type_and_line():
+    registry = build_registry(external="none", extra=[_MisbehavingRewards()])
+    rewards = RewardSet.from_sections([RewardSection(name="parse_int")], registry, [{}])
+    assert rewards(_sample("5", "5"))["parse_int"] == 5.0
+    with pytest.raises(PluginCallError) as err:
+        rewards(_sample("5x", "5"))
+    line = inspect.getsourcelines(_MisbehavingRewards.parse_int)[1] + 2
+    assert str(err.value) == (
+        'reward function "parse_int" of in-process plugin _MisbehavingRewards raised '
+        "ValueError: invalid literal for int() with base 10: '5x' at "
+        f"{__file__}:{line} in parse_int")
+    e = err.value
+    assert (e.kind, e.name, e.plugin, e.error_type) == (
+        "reward_function", "parse_int", "_MisbehavingRewards", "ValueError")
+    assert e.location == f"{__file__}:{line} in parse_int"
+    assert isinstance(e.__cause__, ValueError)
+
+
+def test_a_reward_that_raises_inside_a_library_also_names_its_own_line():
+    registry = build_registry(external="none", extra=[_MisbehavingRewards()])
+    rewards = RewardSet.from_sections([RewardSection(name="parse_json")], registry, [{}])
+    with pytest.raises(PluginCallError) as err:
+        rewards(_sample("{", "5"))
+    line = inspect.getsourcelines(_MisbehavingRewards.parse_json)[1] + 2
+    assert err.value.error_type == "JSONDecodeError"
+    assert err.value.location.startswith(json.decoder.__file__ + ":")
+    assert err.value.location.endswith(f" (called from {__file__}:{line} in parse_json)")
+
+
+def test_a_reward_that_returns_no_score_names_the_plugin():
+    registry = build_registry(external="none", extra=[_MisbehavingRewards()])
+    rewards = RewardSet.from_sections([RewardSection(name="no_score")], registry, [{}])
+    with pytest.raises(PluginCallError, match=r"^reward function \"no_score\" of in-process "
+                       r"plugin _MisbehavingRewards returned a dict without 'score' "
+                       r"\(keys: \['parsed'\]\)$"):
+        rewards(_sample("5", "5"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlctl.config.derived import derive
+from rlctl.config.checks import validate_recipe
 from rlctl.hookspecs import hookimpl
 from rlctl.registry import build_registry, reset_registry, set_registry
 from rlctl.trainer.controller.entry import Run, train_from_recipe
@@ -25,7 +25,7 @@ VERL_NAMES = [
 @pytest.fixture
 def run(read_metrics):
     def _run(recipe):
-        Run(recipe, derive(recipe), quiet=True).execute()
+        Run(validate_recipe(recipe), quiet=True).execute()
         return read_metrics(recipe)
 
     return _run
@@ -75,27 +75,42 @@ def test_gae_with_critic_and_kl_in_loss(make_recipe, run):
         run={"name": "gae"},
         algorithm={"estimator": "gae", "group_size": 1, "kl": {"in": "loss", "coef": 0.01}},
         critic={"enabled": True, "lr": 1e-3},
+        engines={"train": {"micro_batch_size": 8}},  # 8 samples per step (group_size 1)
         schedule={"total_steps": 2},
     ))
     assert "critic/vf_loss" in rows[-1] and "actor/kl_loss" in rows[-1]
 
 
-class _PlannedRolloutPlugin:
-    """Announces a rollout engine it does not implement yet (target ``None``)."""
+class _BrokenDashboardPlugin:
+    """Lifecycle hooks of a plugin whose dashboard is down: on_step_end always raises."""
+
+    def __init__(self) -> None:
+        self.started = self.ended = False
 
     @hookimpl
-    def register_rollout_engines(self, register) -> None:  # type: ignore[no-untyped-def]
-        register("planned", None, description="announced, not implemented yet")
+    def on_train_start(self, recipe, run_dir) -> None:  # type: ignore[no-untyped-def]
+        self.started = True
+
+    @hookimpl
+    def on_step_end(self, step, metrics) -> None:  # type: ignore[no-untyped-def]
+        raise ConnectionError("dashboard.example unreachable")
+
+    @hookimpl
+    def on_train_end(self, recipe, run_dir, status) -> None:  # type: ignore[no-untyped-def]
+        self.ended = status == "completed"
 
 
-def test_exit_code_1_and_message_for_a_not_implemented_engine(make_recipe, capsys):
-    set_registry(build_registry(external="none", extra=[_PlannedRolloutPlugin()]))
+def test_a_raising_lifecycle_hook_is_reported_and_the_run_completes(make_recipe, capsys):
+    plugin = _BrokenDashboardPlugin()
+    set_registry(build_registry(external="none", extra=[plugin]))
     try:
-        code = train_from_recipe(make_recipe(engines={"rollout": {"backend": "planned"}}))
+        code = train_from_recipe(make_recipe(schedule={"total_steps": 2}))
     finally:
         reset_registry()
-    assert code == 1
-    assert "not implemented yet" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert code == 0 and plugin.started and plugin.ended
+    assert err.count("plugin _BrokenDashboardPlugin: on_step_end raised ConnectionError: "
+                     "dashboard.example unreachable") == 1  # reported once, not every step
 
 
 def test_validation_and_rollout_dumps(make_recipe, run):

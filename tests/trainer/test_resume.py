@@ -104,9 +104,37 @@ def test_resume_with_a_changed_algorithm_is_refused(tmp_path):
     text = recipe.read_text().replace("total_steps = 6", "total_steps = 2")
     recipe.write_text(text)
     subprocess.run(_cmd(recipe), check=True, timeout=600)
-    out = subprocess.run(_cmd(recipe, "--resume", "-s", "algorithm.optim.lr=0.01"), capture_output=True, text=True, timeout=600)
+    before = (tmp_path / "runs" / "r" / "config.toml").read_bytes()
+    out = subprocess.run(_cmd(recipe, "--resume", "-s", "algorithm.optim.lr=0.01"),
+                         capture_output=True, text=True, timeout=600, check=False)
+    assert out.returncode == 2  # a bad input, refused before anything starts
+    assert "\n  algorithm.optim.lr: the checkpoint was trained with 0.003" in out.stderr
+    assert (tmp_path / "runs" / "r" / "config.toml").read_bytes() == before
+
+
+@pytest.mark.slow
+def test_resume_falls_back_from_an_incomplete_latest_and_a_torn_shard_fails_in_one_line(tmp_path):
+    recipe = _write(tmp_path, "f")
+    recipe.write_text(recipe.read_text().replace("total_steps = 6", "total_steps = 4"))
+    subprocess.run(_cmd(recipe), check=True, timeout=600)
+    ckpts = tmp_path / "runs" / "f" / "checkpoints"
+    (ckpts / "step_4" / "COMPLETE").unlink()  # as if the last save was interrupted
+    out = subprocess.run(_cmd(recipe, "--resume"), capture_output=True, text=True, timeout=600,
+                         check=False)
+    assert out.returncode == 0, out.stderr
+    assert "names step_4, which is incomplete (an interrupted save): using step_2" in out.stderr
+    assert f"resuming from {ckpts / 'step_2'}" in out.stderr
+    # garbage of the recorded size passes the size check; the load itself names the shard
+    (shard,) = (ckpts / "step_4" / "train" / "actor").glob("*.distcp")
+    shard.write_bytes(b"\0" * shard.stat().st_size)
+    out = subprocess.run(_cmd(recipe, "--resume"), capture_output=True, text=True, timeout=600,
+                         check=False)
     assert out.returncode == 1
-    assert "algorithm.optim.lr" in out.stderr
+    assert "Traceback" not in out.stderr
+    (line,) = [x for x in out.stderr.splitlines() if "damaged" in x]
+    assert line.startswith("training failed: WorkerError: train rank 0: load failed: cannot "
+                           f"load checkpoint {ckpts / 'step_4' / 'train' / 'actor'}: "
+                           "__0_0.distcp is damaged: UnpicklingError")
 
 
 def _check_export_on_request(run_dir: Path, out: Path) -> None:

@@ -147,14 +147,15 @@ def test_a_run_dir_that_is_a_file_or_an_hf_dir_of_the_user_is_refused(tmp_path) 
 
 
 def test_only_a_resume_from_this_runs_own_checkpoints_continues_its_directory(make_recipe) -> None:
-    from rlctl.config.derived import derive
+    from rlctl.config.checks import validate_recipe
     from rlctl.trainer.controller.entry import Run
 
     recipe = make_recipe()
+    loaded = validate_recipe(recipe)
     run_dir = Path(recipe.run.output_dir) / recipe.run.name
 
     def continues(resume) -> bool:  # type: ignore[no-untyped-def]
-        return Run(recipe, derive(recipe), quiet=True, resume=resume).continues_this_run
+        return Run(loaded, quiet=True, resume=resume).continues_this_run
 
     assert not continues(None)
     assert continues(True) and continues("latest")

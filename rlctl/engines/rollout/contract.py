@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
+
+from rlctl.config.plugin_options import OptionsSpec
 
 if TYPE_CHECKING:
-    import torch
-
     from rlctl.config.recipe import Recipe
 
 FinishReason = Literal["stop", "length"]
@@ -55,8 +55,11 @@ class Generation:
 
 
 @dataclass(frozen=True)
-class RolloutEngineSpec:
-    """Everything a rollout engine needs to build itself."""
+class RolloutEngineSpec(OptionsSpec):
+    """Everything a rollout engine needs to build itself; its validated
+    ``[engines.rollout.options]`` are :meth:`options_as`."""
+
+    options_key: ClassVar[str] = "engines.rollout.options"
 
     recipe: Recipe
     """The whole recipe (model, rollout options)."""
@@ -64,11 +67,23 @@ class RolloutEngineSpec:
     """``cpu`` or ``cuda[:i]``."""
     seed: int = 0
     """Base seed of the sampler (identical outputs for identical seeds and requests)."""
+    weight_sync_options: Any = None
+    """The validated ``[engines.rollout.weight_sync_options]`` of the weight sync that will
+    update this engine (``None``: none given). An engine whose servers must start ready for
+    one transfer reads them (vLLM's ``--weight-transfer-config``); the sync itself gets the
+    same object."""
 
 
 @runtime_checkable
 class RolloutEngine(Protocol):
-    """Generates responses; its weights follow the actor through weight sync."""
+    """Generates responses; its weights follow the actor through its weight sync.
+
+    How weights get in is the weight sync's business (``sync(weights, engine, version)``,
+    :mod:`rlctl.hookspecs`), through whatever public methods the engine offers it: the
+    ``in_process`` sync calls ``update_weights(state_dict, version)`` (the ``hf`` engine),
+    the server syncs use :class:`~rlctl.engines.rollout.server.engine.ServerRolloutEngine`'s
+    requests. An engine only has to report the version it generates with.
+    """
 
     def load(self) -> None: ...
 
@@ -84,8 +99,6 @@ class RolloutEngine(Protocol):
     ) -> list[Generation]: ...
 
     async def generate(self, prompt_ids: Sequence[int], sampling: SamplingParams) -> Generation: ...
-
-    def update_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None: ...
 
     @property
     def weight_version(self) -> int: ...

@@ -1,34 +1,42 @@
-"""The ``in_process`` weight sync (no network involved); ``vllm``'s is :mod:`rlctl.engines.rollout.vllm.weight_sync`."""
+"""The ``in_process`` weight sync (no network involved).
+
+The server engines' syncs live next to their engines: :mod:`rlctl.engines.rollout.vllm.weight_sync`
+and :mod:`rlctl.engines.rollout.sglang.weight_sync`.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
+
+from rlctl.config.strict import STRICT_CONFIG
 
 
 class InProcessOptions(BaseModel):
     """Options of ``in_process`` weight sync (none: it is a direct copy)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = STRICT_CONFIG
 
 
 class InProcessWeightSync:
     """Copy the actor's full weights into a rollout engine living in the same process.
 
-    ``actor`` is a model engine (``export_weights()``) or an already exported state dict;
-    with several training ranks only rank 0 holds the full weights, so call it there.
+    ``sync(weights, engine, version)``: ``weights`` is the exported state dict, or a model
+    engine whose ``export_weights()`` gives it (tests); with several training ranks only
+    rank 0 holds the full weights, so call it there. ``engine`` is one that loads a state
+    dict itself, ``engine.update_weights(state_dict, version)`` (the ``hf`` engine).
     """
 
     def __init__(self, options: InProcessOptions | None = None) -> None:
         self.options = options or InProcessOptions()
 
-    def __call__(self, actor: Any, rollout: Any, version: int) -> None:
-        state = actor if isinstance(actor, Mapping) else actor.export_weights()
+    def __call__(self, weights: Any, engine: Any, version: int) -> None:
+        state = weights if isinstance(weights, Mapping) else weights.export_weights()
         if not state:
             raise ValueError(
                 "in_process weight sync got an empty state dict: with several training "
                 "ranks only rank 0 holds the full weights; sync from rank 0"
             )
-        rollout.update_weights(state, version)
+        engine.update_weights(state, version)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
+
+from rlctl.config.plugin_options import OptionsSpec
 
 if TYPE_CHECKING:
     import torch
@@ -31,8 +33,11 @@ LossFn = Callable[
 
 
 @dataclass(frozen=True)
-class ModelEngineSpec:
-    """Everything an engine needs to build itself on one rank."""
+class ModelEngineSpec(OptionsSpec):
+    """Everything an engine needs to build itself on one rank; its validated
+    ``[engines.train.options]`` are :meth:`options_as` (``spec.options_as(FSDPOptions)``)."""
+
+    options_key: ClassVar[str] = "engines.train.options"
 
     role: Role
     """``actor`` (trained policy), ``ref`` (frozen policy) or ``critic`` (value model)."""
@@ -51,6 +56,17 @@ class ModelEngine(Protocol):
     """One rank of a training engine."""
 
     spec: ModelEngineSpec
+    dp_rank: int
+    """This rank's data-parallel rank (final after :meth:`init`). Model-parallel peers (one
+    model copy split over ranks) share it and get the same batch; a pure data-parallel
+    engine uses ``spec.rank``."""
+    dp_size: int
+    """Data-parallel groups of the process group (``spec.world_size`` for pure DP)."""
+    writes_outputs: bool
+    """Whether this rank puts results into the data plane and returns metrics: one rank per
+    data-parallel group (its peers compute the same values)."""
+    hf_config: Any
+    """The model's ``transformers`` config (after :meth:`init`): the HF export writes it."""
 
     def init(self) -> None:
         """Join the process group, build and shard the model, build the optimizer."""
@@ -84,3 +100,7 @@ class ModelEngine(Protocol):
     def save(self, path: str) -> None: ...
 
     def load(self, path: str) -> None: ...
+
+    def close(self) -> None:
+        """Release the model and optimizer (the process group may be shared: it stays)."""
+        ...

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from rlctl.config.recipe import Recipe
+from rlctl.trainer.worker.rollout_worker import RolloutWorker
+from rlctl.trainer.worker.training_worker import TrainingWorker
 
 
 def resolved_config(recipe: Recipe) -> dict[str, Any]:
@@ -42,8 +44,8 @@ class RunCheckpoints:
         trainer = session.trainer
         tmp = self.manager.begin(step)
         try:
-            session.train.call("save", path=str(tmp / "train"))
-            rollout_states = session.rollout.call("state_dict")
+            session.train.call(TrainingWorker.save, path=str(tmp / "train"))
+            rollout_states = session.rollout.call(RolloutWorker.state_dict)
             (tmp / "rollout.json").write_text(json.dumps(rollout_states))
             config = resolved_config(self.recipe)
             save_config_snapshot(tmp, config)
@@ -78,14 +80,14 @@ class RunCheckpoints:
         )
         state = TrainerState.load(ckpt)
         trainer = session.trainer
-        session.train.call("load", path=str(ckpt / "train"))
+        session.train.call(TrainingWorker.load, path=str(ckpt / "train"))
         rollout_states = json.loads((ckpt / "rollout.json").read_text())
         if len(rollout_states) != session.rollout.world_size:
             raise ValueError(
                 f"checkpoint {ckpt} has {len(rollout_states)} rollout worker states but this run "
                 f"has {session.rollout.world_size}; resume with the same engines.rollout.agent_workers"
             )
-        session.rollout.call("load_state_dict", [{"state": s} for s in rollout_states])
+        session.rollout.call(RolloutWorker.load_state_dict, [{"state": s} for s in rollout_states])
         trainer.feeder.load_state_dict(state.dataloader["train"])
         if trainer.val_feeder is not None and state.dataloader.get("val"):
             trainer.val_feeder.load_state_dict(state.dataloader["val"])
@@ -97,5 +99,5 @@ class RunCheckpoints:
 
     def export_hf(self, session: Any) -> Path:
         out = self.run_dir / "hf"
-        session.train.call("export_hf", out_dir=str(out))
+        session.train.call(TrainingWorker.export_hf, out_dir=str(out))
         return out

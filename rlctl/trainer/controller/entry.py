@@ -14,39 +14,33 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rlctl.config.derived import Derived, derive
+from rlctl.config.loaded import LoadedRecipe
 from rlctl.config.recipe import Recipe
 
 
 def train_from_recipe(
-    loaded: Any,
+    loaded: LoadedRecipe | Recipe,
     *,
-    local: bool = False,
     quiet: bool = False,
     resume: str | bool | None = None,
     force_resume: bool = False,
 ) -> int:
     """Run training; returns the process exit code (0 ok, 1 run failure).
 
-    ``resume``: ``True`` or ``"latest"`` resumes from the run's latest checkpoint, a path from
-    that checkpoint; ``force_resume`` accepts a config that differs in the math.
+    ``loaded`` comes from :func:`rlctl.config.checks.load_recipe` (``--local`` is already in
+    it: ``resources.mode = "local"`` with one rank per role); a :class:`Recipe` built in code
+    is validated with :func:`rlctl.config.checks.validate_recipe` first. ``resume``: ``True``
+    or ``"latest"`` resumes from the run's latest checkpoint, a path from that checkpoint;
+    ``force_resume`` accepts a config that differs in the math.
     """
     from rich.console import Console
     from rich.markup import escape
 
     err = Console(stderr=True, soft_wrap=True)  # error text must stay greppable: no wrapping
-    recipe: Recipe = getattr(loaded, "recipe", loaded)
-    if local and recipe.resources.mode != "local":
-        recipe = recipe.model_copy(update={"resources": recipe.resources.model_copy(update={"mode": "local"})})
-    derived: Derived = getattr(loaded, "derived", None) or derive(recipe)
-    if recipe.resources.mode == "local" and recipe.engines.train.ranks > 1:
-        # Local mode runs one rank per role in this process. Ranks are an engine setting, so
-        # the math (global batch, minibatches, normalisers) is unchanged.
-        engines = recipe.engines.model_copy(
-            update={"train": recipe.engines.train.model_copy(update={"ranks": 1})}
-        )
-        recipe = recipe.model_copy(update={"engines": engines})
-        derived = derive(recipe)
+    if isinstance(loaded, Recipe):
+        from rlctl.config.checks import validate_recipe
+
+        loaded = validate_recipe(loaded)
     from rlctl.trainer.controller.run_dir import RunDirError
     from rlctl.trainer.controller.run_lock import RunLockedError
     from rlctl.trainer.controller.signals import EXIT_TERMINATED, StopOnSigterm, Terminated
@@ -55,7 +49,7 @@ def train_from_recipe(
     # as markup, drops it, or fails on a "[/x]" with an error that hides the real one.
     with StopOnSigterm() as stop:
         try:
-            run = Run(recipe, derived, quiet=quiet, resume=resume, force_resume=force_resume)
+            run = Run(loaded, quiet=quiet, resume=resume, force_resume=force_resume)
             run.execute()
         except Terminated:
             err.print("[red]terminated[/red]")
@@ -67,17 +61,12 @@ def train_from_recipe(
             err.print(f"[red]error:[/red] {escape(str(exc))}")
             return 2  # the CLI's usage error: nothing started, nothing changed
         except Exception as exc:  # noqa: BLE001 -- the run failed: say why once, no traceback wall
-            from rlctl.registry import NotImplementedYet
-
             if stop.received:  # e.g. a worker that got the same SIGTERM died first
                 err.print("[red]terminated[/red]")
                 return EXIT_TERMINATED
-            if isinstance(exc, NotImplementedYet):
-                err.print(f"[red]error:[/red] {escape(str(exc))}")
-            else:
-                err.print(f"[red]training failed:[/red] {type(exc).__name__}: {escape(str(exc))}")
-                if "--debug" in sys.argv or _env_flag("RLCTL_DEBUG"):
-                    err.print_exception()
+            err.print(f"[red]training failed:[/red] {type(exc).__name__}: {escape(str(exc))}")
+            if "--debug" in sys.argv or _env_flag("RLCTL_DEBUG"):
+                err.print_exception()
             return 1
     return 0
 
@@ -87,15 +76,15 @@ class Run:
 
     def __init__(
         self,
-        recipe: Recipe,
-        derived: Derived,
+        loaded: LoadedRecipe,
         *,
         quiet: bool,
         resume: str | bool | None = None,
         force_resume: bool = False,
     ) -> None:
-        self.recipe = recipe
-        self.derived = derived
+        self.loaded = loaded
+        self.recipe = recipe = loaded.recipe
+        self.derived = loaded.derived
         self.quiet = quiet
         self.resume = resume
         self.force_resume = force_resume
@@ -149,14 +138,15 @@ class Run:
         from rlctl.registry import get_registry
         from rlctl.sinks.logger import MetricLogger
         from rlctl.trainer.controller.checkpointing import RunCheckpoints
+        from rlctl.trainer.controller.lifecycle import LifecycleHooks
         from rlctl.trainer.controller.progress import StepProgress
         from rlctl.trainer.controller.session import Session
 
-        hooks = get_registry().pm.hook
+        hooks = LifecycleHooks(get_registry())
         schedule = self.recipe.schedule
         checkpoints = RunCheckpoints(self.recipe, self.run_dir)
         status = "failed"
-        with Session(self.recipe, self.derived, run_id=self.recipe.run.name, run_dir=self.run_dir) as session:
+        with Session(self.loaded, run_id=self.recipe.run.name, run_dir=self.run_dir) as session:
             trainer = session.trainer
             start = 1
             if self.resume:
@@ -165,8 +155,11 @@ class Run:
             # run directory change.
             claim.mark_started()
             self.write_run_info()
-            logger = MetricLogger.from_recipe(self.recipe, self.run_dir, quiet=self.quiet)
-            hooks.on_train_start(recipe=self.recipe, run_dir=str(self.run_dir))
+            sink_options = {name: self.loaded.options_for(f"logging.sink_options.{name}")
+                            for name in self.recipe.logging.sinks}
+            logger = MetricLogger.from_recipe(self.recipe, self.run_dir, quiet=self.quiet,
+                                              options=sink_options)
+            hooks("on_train_start", recipe=self.recipe, run_dir=str(self.run_dir))
             try:
                 with StepProgress(schedule.total_steps, enabled=self.recipe.logging.progress and not self.quiet) as progress:
                     progress.advance(start - 1, {})
@@ -176,7 +169,7 @@ class Run:
                         if schedule.eval_every and (step % schedule.eval_every == 0 or last):
                             metrics.update(trainer.validate(step))
                         logger.log(step, metrics)
-                        hooks.on_step_end(step=step, metrics=metrics)
+                        hooks("on_step_end", step=step, metrics=metrics)
                         if schedule.save_every and (step % schedule.save_every == 0 or last):
                             checkpoints.save(session, step)
                         progress.advance(step, metrics)
@@ -184,7 +177,7 @@ class Run:
                 status = "completed"
             finally:
                 logger.close()
-                hooks.on_train_end(recipe=self.recipe, run_dir=str(self.run_dir), status=status)
+                hooks("on_train_end", recipe=self.recipe, run_dir=str(self.run_dir), status=status)
 
 
 def _warn(message: str) -> None:

@@ -8,7 +8,10 @@ controller keeps only the resulting :class:`KVBatchMeta`.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
+
+from pydantic import BaseModel
 
 from rlctl.config.recipe import Recipe
 from rlctl.protocol.kv import KVBatchMeta, new_uid
@@ -18,49 +21,57 @@ def prompt_partition(partition: str) -> str:
     return f"prompts-{partition}"
 
 
-def open_prompt_source(recipe: Recipe, *, split: str) -> Any:
-    """The recipe's prompt stream for ``split`` (``train`` or ``val``): a task or parquet."""
+def open_prompt_source(recipe: Recipe, *, split: str, task_options: BaseModel | None) -> Any:
+    """The recipe's prompt stream for ``split`` (``train`` or ``val``): a task or files.
+
+    ``task_options``: the task's ``[data.task_options]`` as validated when the recipe was
+    loaded (``None`` where the task registered no option model).
+    """
     from rlctl.registry import get_registry
 
     data = recipe.data
     if data.task is not None:
-        reg = get_registry().get("task", data.task)
-        options = reg.options.model_validate(dict(data.task_options)) if reg.options else dict(data.task_options)
-        return reg.load()(options, seed=recipe.run.seed, split=split)
-    from rlctl.tasks.parquet_source import ParquetPromptSource
+        # a task without an option model has an empty table (checked at load)
+        options = task_options if task_options is not None else dict(data.task_options)
+        return get_registry().load("task", data.task)(options, seed=recipe.run.seed, split=split)
+    from rlctl.tasks.file_source import FilePromptSource
 
     path = data.train if split == "train" else data.val
     if path is None:
-        raise ValueError(f"[data] {split} is not set: give a parquet file or a [data] task")
-    return ParquetPromptSource(
+        raise ValueError(f"[data] {split} is not set: give a prompt file or a [data] task")
+    return FilePromptSource(
         path, prompt_key=data.prompt_key, answer_key=data.answer_key, seed=recipe.run.seed,
-        shuffle=data.shuffle and split == "train",
+        shuffle=data.shuffle and split == "train", what=f"[data] {split}",
     )
 
 
 class PromptFeeder:
     """Draws prompts from the recipe's source and puts them into the data plane."""
 
-    def __init__(self, recipe: Recipe, tokenizer: Any, plane: Any, *, split: str = "train") -> None:
+    def __init__(
+        self, recipe: Recipe, tokenizer: Any, plane: Any, *, split: str = "train",
+        task_options: BaseModel | None, tool_options: Sequence[BaseModel | None] = (),
+    ) -> None:
+        """``tool_options``: each ``[[rollout.tools]]`` entry's options as validated at load
+        (``None`` for a tool without an option model); one per tool."""
         self.recipe = recipe
         self.tokenizer = tokenizer
         self.plane = plane
         self.split = split
-        self.source = open_prompt_source(recipe, split=split)
+        self.source = open_prompt_source(recipe, split=split, task_options=task_options)
         self._iter = iter(self.source)
+        self.tool_options = list(tool_options)
         self._tools: list[dict[str, Any]] | None = None  # tool schemas, built on first use
 
     def tool_schemas(self) -> list[dict[str, Any]] | None:
         """The recipe's tool descriptions for the chat template (``None`` without tools)."""
         if self._tools is None and self.recipe.rollout.tools:
+            from rlctl.agents.tools import build_tools
             from rlctl.registry import get_registry
 
-            registry = get_registry()
-            self._tools = []
-            for section in self.recipe.rollout.tools:  # tools build cheaply (hookspecs)
-                reg = registry.get("tool", section.name)
-                options = reg.options.model_validate(dict(section.options)) if reg.options else None
-                self._tools.append(reg.load()(options).schema())
+            # tools build cheaply (hookspecs): these are built for their schemas only
+            tools = build_tools(self.recipe.rollout.tools, get_registry(), self.tool_options)
+            self._tools = [tool.schema() for tool in tools.values()]
         return self._tools
 
     def state_dict(self) -> dict[str, Any]:
@@ -71,15 +82,24 @@ class PromptFeeder:
         self._iter = iter(self.source)
 
     def group_size(self, prompt: Any, default: int) -> int:
-        """Sessions for ``prompt``: the ``choose_group_size`` hook, else the prompt's ``n``."""
+        """Sessions for ``prompt``: the first plugin's ``choose_group_size`` answer, else the
+        prompt's ``n``, else ``default``."""
         from rlctl.registry import get_registry
 
-        chosen = get_registry().pm.hook.choose_group_size(
-            recipe=self.recipe, prompt=prompt, split=self.split, default=default)
+        chosen, who = None, "the task"
+        for outcome in get_registry().call_each(
+                "choose_group_size", recipe=self.recipe, prompt=prompt, split=self.split,
+                default=default):
+            if outcome.error is not None:
+                raise RuntimeError(f"{outcome.describe()} while choosing the group size of a "
+                                   f"prompt of {prompt.data_source!r}") from outcome.error
+            if outcome.result is not None:
+                chosen, who = outcome.result, f"choose_group_size of plugin {outcome.plugin}"
+                break
         if chosen is None:
             chosen = prompt.n if prompt.n is not None else default
         if not isinstance(chosen, int) or isinstance(chosen, bool) or chosen < 1:
-            raise ValueError(f"choose_group_size answered {chosen!r} for a prompt of "
+            raise ValueError(f"{who} answered {chosen!r} for a prompt of "
                              f"{prompt.data_source!r}: it must be a positive int (or None)")
         return chosen
 

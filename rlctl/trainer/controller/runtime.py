@@ -1,19 +1,26 @@
-"""Starting and stopping Ray for a run, bound to loopback unless a cluster address is given."""
+"""Starting and stopping Ray for a run, bound to loopback unless a cluster address is given.
+
+A cluster rlctl starts itself listens on 127.0.0.1 only, keeps its files in a private
+per-user, per-run directory (:mod:`rlctl.trainer.controller.ray_dirs`; stale ones of ended runs are
+removed first) and requires Ray's token authentication: a random token, written 0600 into
+that directory and found by every Ray process through ``RAY_AUTH_TOKEN_PATH``, so another
+local user cannot join the cluster and run code in it. ``RAY_AUTH_MODE=disabled`` in the
+environment opts out. Joining ``resources.address`` is checked first
+(:mod:`rlctl.trainer.controller.ray_address`): a dead address fails in seconds, naming it.
+"""
 
 from __future__ import annotations
 
 import os
-import socket
-import tempfile
-from pathlib import Path
+import secrets
+
+from rlctl.trainer.controller.ray_dirs import RunDir
 
 # Environment every process of a run needs on a CPU box. Set before Ray starts so that the
 # raylet, the workers and transferqueue's ZMQ sockets inherit it.
 LOOPBACK_ENV = {
     # Ray binds to the machine IP by default; this keeps every socket on 127.0.0.1.
     "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-    # Ray 2.60 turns token auth on and writes a token file into $HOME otherwise.
-    "RAY_AUTH_MODE": "disabled",
     "RAY_DEDUP_LOGS": "0",
     "TQ_LOGGING_LEVEL": "ERROR",
     "GLOO_SOCKET_IFNAME": "lo",
@@ -29,11 +36,8 @@ def apply_loopback_env() -> None:
         os.environ.setdefault(key, value)
 
 
-def free_port() -> int:
-    """A free TCP port on loopback (for torch.distributed's rendezvous)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+_AUTH_VARS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_TOKEN")
+_started: dict[str, object] = {}  # the run directory and the auth variables to restore
 
 
 def start_ray(*, address: str | None, num_cpus: int | None) -> bool:
@@ -48,21 +52,72 @@ def start_ray(*, address: str | None, num_cpus: int | None) -> bool:
     if ray.is_initialized():
         return False
     if address:
+        from rlctl.trainer.controller.ray_address import check_cluster_address
+
+        check_cluster_address(address)
         ray.init(address=address, log_to_driver=True)
         return True
-    cpus = num_cpus or os.cpu_count() or 1
-    tmp = Path(tempfile.gettempdir()) / "rlctl-ray"
-    tmp.mkdir(parents=True, exist_ok=True)
-    ray.init(
-        num_cpus=cpus,
-        include_dashboard=False,
-        log_to_driver=True,
-        _temp_dir=str(tmp),
-        # Small object store: tensors of one step, not a dataset. 30% of RAM is the default.
-        object_store_memory=min(2 * 1024**3, _ram_bytes() // 8),
-        runtime_env={"env_vars": {k: os.environ[k] for k in LOOPBACK_ENV}},
-    )
+    from rlctl.trainer.controller.ray_dirs import clean_stale_runs, new_run_dir, private_base
+
+    base = private_base()
+    clean_stale_runs(base)
+    run_dir = new_run_dir(base)
+    saved = {k: os.environ.get(k) for k in _AUTH_VARS}
+    _started.update(run_dir=run_dir, saved_env=saved)
+    try:
+        _require_token_auth(run_dir)
+        cpus = num_cpus or os.cpu_count() or 1
+        ray.init(
+            num_cpus=cpus,
+            include_dashboard=False,
+            log_to_driver=True,
+            _temp_dir=str(run_dir.path),
+            # Small object store: tensors of one step, not a dataset. 30% of RAM is the default.
+            object_store_memory=min(2 * 1024**3, _ram_bytes() // 8),
+            runtime_env={"env_vars": {k: os.environ[k] for k in LOOPBACK_ENV}},
+        )
+    except BaseException:
+        _release()
+        raise
     return True
+
+
+def _require_token_auth(run_dir: RunDir) -> None:
+    """Token auth for the cluster about to start, unless the environment turned it off."""
+    if os.environ.get("RAY_AUTH_MODE", "").lower() == "disabled":
+        return
+    token = run_dir.path / "auth_token"
+    fd = os.open(token, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(32))
+    os.environ["RAY_AUTH_MODE"] = "token"
+    os.environ["RAY_AUTH_TOKEN_PATH"] = str(token)
+    os.environ.pop("RAY_AUTH_TOKEN", None)  # it would win over the file
+    _refresh_ray_config()
+
+
+def _refresh_ray_config() -> None:
+    """Ray caches its config (the auth mode) and the token per process: reread both."""
+    try:
+        from ray._raylet import AuthenticationTokenLoader, Config
+    except ImportError:
+        return
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
+
+
+def _release() -> None:
+    run_dir = _started.pop("run_dir", None)
+    saved = _started.pop("saved_env", None)
+    if isinstance(saved, dict):
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        _refresh_ray_config()
+    if isinstance(run_dir, RunDir):
+        run_dir.release()
 
 
 def stop_ray() -> None:
@@ -70,6 +125,7 @@ def stop_ray() -> None:
 
     if ray.is_initialized():
         ray.shutdown()
+    _release()
 
 
 def _ram_bytes() -> int:

@@ -11,9 +11,14 @@ import os
 from contextlib import ExitStack
 from typing import Any
 
-from rlctl.config.derived import Derived
+from rlctl.config.loaded import LoadedRecipe
 from rlctl.config.recipe import Recipe
-from rlctl.trainer.controller.worker_group import LocalWorkerGroup, RayWorkerGroup, TrafficMeter, WorkerGroup
+from rlctl.trainer.controller.worker_group import (
+    LocalWorkerGroup,
+    RayWorkerGroup,
+    TrafficMeter,
+    WorkerGroup,
+)
 
 
 def training_roles(recipe: Recipe) -> tuple[str, ...]:
@@ -25,16 +30,27 @@ def training_roles(recipe: Recipe) -> tuple[str, ...]:
     return tuple(roles)
 
 
+def uses_reward_models(recipe: Recipe, registry: Any) -> bool:
+    """Whether a ``[[rewards]]`` entry is a model reward (it needs the reward workers)."""
+    from rlctl.rewards.reward_set import reward_kind
+    from rlctl.trainer.worker.reward_sections import effective_rewards
+
+    return any(reward_kind(registry.get("reward_function", r.name)) == "model"
+               for r in effective_rewards(recipe, registry))
+
+
 class Session:
     """Owns the run's processes; use as a context manager so everything is always closed."""
 
-    def __init__(self, recipe: Recipe, derived: Derived, *, run_id: str, run_dir: Any = None) -> None:
+    def __init__(self, loaded: LoadedRecipe, *, run_id: str, run_dir: Any = None) -> None:
         self.run_dir = run_dir
-        self.recipe = recipe
-        self.derived = derived
+        self.loaded = loaded
+        self.recipe = loaded.recipe
+        self.derived = loaded.derived
         self.run_id = run_id
         self.stack = ExitStack()
         self.meter = TrafficMeter()
+        self.reward: WorkerGroup | None = None  # started only when a reward is a model
 
     def __enter__(self) -> Session:
         try:
@@ -51,10 +67,11 @@ class Session:
         from rlctl.dataplane import open_data_plane
         from rlctl.dataplane.replay_buffer import ReplayBuffer
         from rlctl.models.loading import load_tokenizer
+        from rlctl.ports import free_port
         from rlctl.registry import get_registry
-        from rlctl.trainer.controller.trainer import Trainer
         from rlctl.trainer.controller.prompts import PromptFeeder
-        from rlctl.trainer.controller.runtime import apply_loopback_env, free_port, start_ray, stop_ray
+        from rlctl.trainer.controller.runtime import apply_loopback_env, start_ray, stop_ray
+        from rlctl.trainer.controller.trainer import Trainer
 
         recipe = self.recipe
         apply_loopback_env()
@@ -69,7 +86,9 @@ class Session:
 
             reinstall()  # ray.init took SIGTERM over (stack dump + abort): a run stops cleanly
 
-        self.plane = open_data_plane(recipe.data_plane.backend, dict(recipe.data_plane.options), run_id=self.run_id)
+        self.plane = open_data_plane(recipe.data_plane.backend,
+                                     self.loaded.options_for("data_plane.options"),
+                                     run_id=self.run_id)
         self.stack.callback(self.plane.close)
         cpus = os.cpu_count() or 1
         if local:
@@ -78,6 +97,10 @@ class Session:
             torch.set_num_threads(cpus)
             self.rollout: WorkerGroup = self._local_group("rollout", self._rollout_worker(0, None))
             self.train: WorkerGroup = self._local_group("train", self._training_worker(0, 1, free_port(), None))
+            if uses_reward_models(recipe, registry):
+                from rlctl.trainer.worker.reward_worker import RewardWorker
+
+                self.reward = self._local_group("reward", RewardWorker(recipe, self.plane))
         else:
             from rlctl.trainer.worker.rollout_worker import RolloutWorker
             from rlctl.trainer.worker.training_worker import TrainingWorker
@@ -91,27 +114,46 @@ class Session:
                 "train",
                 TrainingWorker,
                 [
-                    dict(recipe=recipe, plane=self.plane, roles=training_roles(recipe), rank=r,
+                    dict(loaded=self.loaded, plane=self.plane, roles=training_roles(recipe), rank=r,
                          world_size=ranks, master_port=port, threads=train_threads)
                     for r in range(ranks)
                 ],
                 self.meter,
+                **self._bounds(),
             )
             self.stack.callback(self.train.shutdown)
             workers = recipe.engines.rollout.agent_workers
             self.rollout = RayWorkerGroup(
                 "rollout",
                 RolloutWorker,
-                [dict(recipe=recipe, plane=self.plane, rank=r, threads=max(cpus // workers, 1)) for r in range(workers)],
+                [dict(loaded=self.loaded, plane=self.plane, rank=r, threads=max(cpus // workers, 1))
+                 for r in range(workers)],
                 self.meter,
+                **self._bounds(),
             )
             self.stack.callback(self.rollout.shutdown)
+            if uses_reward_models(recipe, registry):
+                from rlctl.trainer.worker.reward_worker import RewardWorker
+
+                count = recipe.engines.reward.workers
+                self.reward = RayWorkerGroup(
+                    "reward", RewardWorker,
+                    [{"recipe": recipe, "plane": self.plane, "rank": r,
+                      "threads": max(cpus // count, 1)} for r in range(count)],
+                    self.meter,
+                )
+                self.stack.callback(self.reward.shutdown)
 
         tokenizer = load_tokenizer(recipe.model)
-        feeder = PromptFeeder(recipe, tokenizer, self.plane, split="train")
+        task_options = self.loaded.options_for("data.task_options")
+        tool_options = [self.loaded.options_for(f"rollout.tools[{i}].options")
+                        for i in range(len(recipe.rollout.tools))]
+        feeder = PromptFeeder(recipe, tokenizer, self.plane, split="train",
+                              task_options=task_options, tool_options=tool_options)
         val_feeder = None
         if recipe.schedule.eval_every and (recipe.data.val is not None or recipe.data.task is not None):
-            val_feeder = PromptFeeder(recipe, tokenizer, self.plane, split="val")
+            val_feeder = PromptFeeder(recipe, tokenizer, self.plane, split="val",
+                                      task_options=task_options, tool_options=tool_options)
         self.replay = ReplayBuffer(self.plane)
         self.trainer = Trainer(
             recipe,
@@ -125,23 +167,31 @@ class Session:
             meter=self.meter,
             use_object_refs=not local,
             run_dir=self.run_dir,
+            staleness=registry.load("staleness_policy", recipe.algorithm.staleness.policy)(
+                self.loaded.options_for("algorithm.staleness.options")),
+            reward=self.reward,
         )
         # Version 0: the rollout engines start from exactly the actor's initial weights.
         self.trainer.sync_weights(version=0)
 
+    def _bounds(self) -> dict[str, float]:
+        schedule = self.recipe.schedule
+        return {"start_timeout": schedule.start_timeout_s, "timeout": schedule.phase_timeout_s}
+
     def _local_group(self, name: str, worker: Any) -> WorkerGroup:
-        worker.ready()
-        group = LocalWorkerGroup(name, [worker], self.meter)
+        schedule = self.recipe.schedule
+        group = LocalWorkerGroup(name, [worker], self.meter, timeout=schedule.phase_timeout_s)
         self.stack.callback(group.shutdown)
+        group.call("ready", timeout=schedule.start_timeout_s)
         return group
 
     def _rollout_worker(self, rank: int, threads: int | None) -> Any:
         from rlctl.trainer.worker.rollout_worker import RolloutWorker
 
-        return RolloutWorker(self.recipe, self.plane, rank=rank, threads=threads)
+        return RolloutWorker(self.loaded, self.plane, rank=rank, threads=threads)
 
     def _training_worker(self, rank: int, world: int, port: int, threads: int | None) -> Any:
         from rlctl.trainer.worker.training_worker import TrainingWorker
 
-        return TrainingWorker(self.recipe, self.plane, training_roles(self.recipe), rank=rank,
+        return TrainingWorker(self.loaded, self.plane, training_roles(self.recipe), rank=rank,
                               world_size=world, master_port=port, threads=threads)

@@ -7,6 +7,7 @@ fields it needs from the data plane, computes, and puts its outputs back.
 
 from __future__ import annotations
 
+import re
 import time
 from contextlib import contextmanager
 from typing import Any
@@ -18,7 +19,9 @@ from rlctl.protocol.kv import KVBatchMeta
 from rlctl.trainer import metric_reduce as mr
 from rlctl.trainer.controller.balance import balanced_equal_partition, group_partition
 from rlctl.trainer.controller.prompts import PromptFeeder
-from rlctl.trainer.controller.worker_group import TrafficMeter, WorkerGroup
+from rlctl.trainer.controller.worker_group import TrafficMeter, WorkerError, WorkerGroup
+from rlctl.trainer.worker.rollout_worker import RolloutWorker
+from rlctl.trainer.worker.training_worker import TrainingWorker
 
 TRAIN, VAL = "train", "val"
 EXTREME_METRICS = (
@@ -52,8 +55,11 @@ class Trainer:
         meter: TrafficMeter,
         use_object_refs: bool,
         run_dir: Any = None,
+        staleness: Any = None,
+        reward: WorkerGroup | None = None,
     ) -> None:
-        from rlctl.algorithms.kl import AdaptiveKLController, FixedKLController
+        from rlctl.algorithms.kl import make_kl_controller
+        from rlctl.trainer.controller.dynamic_sampling import DynamicSampler
 
         self.recipe = recipe
         self.derived = derived
@@ -66,15 +72,28 @@ class Trainer:
         self.meter = meter
         self.use_object_refs = use_object_refs
         self.run_dir = run_dir
+        self.reward = reward  # reward-model workers; None when no reward is a model
         alg = recipe.algorithm
+        self.dynamic = (
+            DynamicSampler(alg.dynamic_sampling, alg.prompts_per_step, rollout=rollout,
+                           discard=self.cleanup)
+            if alg.dynamic_sampling.enabled else None
+        )
+        self.sampling_stats: dict[str, float] = {}
         self.uses_ref = alg.kl.apply_in != "none"
         self.uses_critic = recipe.critic.enabled
         kl = alg.kl
-        self.kl_ctl = (
-            AdaptiveKLController(kl.coef, kl.target, kl.horizon) if kl.controller == "adaptive" else FixedKLController(kl.coef)
-        )
+        self.kl_ctl = make_kl_controller(kl.controller, kl.coef, target=kl.target,
+                                         horizon=kl.horizon)
         self.policy_version = 0
         self.timings: dict[str, float] = {}
+        # A streaming policy keeps later steps generating while this one trains
+        # (streaming.py); on_policy (or none) is the sync step below, bit for bit.
+        self.stream = None
+        if staleness is not None and staleness.streaming:
+            from rlctl.trainer.controller.streaming import Stream
+
+            self.stream = Stream(self, staleness)
         # Model-parallel peers (same DP rank) get the same shard; asked before any step so
         # the per-step controller-traffic metric does not depend on when a run started.
         self.dp_ranks = self.read_layout()
@@ -87,31 +106,39 @@ class Trainer:
         partials: list[dict[str, mr.Partial]] = []
         started = time.perf_counter()
 
-        with self.timer("gen"):
-            batch = self.generate(TRAIN, step, self.sampling(validate=False), self.recipe.algorithm.group_size)
-        self.check_weight_version(batch)
+        if self.stream is not None:
+            batch = self.stream.collect(step)  # staleness within the policy's bound
+        else:
+            with self.timer("gen"):
+                batch = self.generate(TRAIN, step, self.sampling(validate=False),
+                                      self.recipe.algorithm.group_size)
+            self.check_weight_version(batch)
         shards, pad_to = self.balance(batch)
 
         with self.timer("old_log_prob"):
-            partials += self.train.call("compute_log_prob", self.per_rank(shards), role="actor",
-                                        field="old_log_probs", pad_to=pad_to, temperature=self.temperature)
+            partials += self.train.call(TrainingWorker.compute_log_prob, self.per_rank(shards),
+                                        role="actor", field="old_log_probs", pad_to=pad_to,
+                                        temperature=self.temperature)
         if self.uses_ref:
             with self.timer("ref"):
-                partials += self.train.call("compute_log_prob", self.per_rank(shards), role="ref",
-                                            field="ref_log_probs", pad_to=pad_to, temperature=self.temperature)
+                partials += self.train.call(TrainingWorker.compute_log_prob, self.per_rank(shards),
+                                            role="ref", field="ref_log_probs", pad_to=pad_to,
+                                            temperature=self.temperature)
         if self.uses_critic:
             with self.timer("values"):
-                self.train.call("compute_values", self.per_rank(shards), pad_to=pad_to)
+                self.train.call(TrainingWorker.compute_values, self.per_rank(shards), pad_to=pad_to)
         with self.timer("adv"):
-            partials += self.train.call("compute_advantage", self.per_rank(self.group_shards(batch)),
+            partials += self.train.call(TrainingWorker.compute_advantage,
+                                        self.per_rank(self.group_shards(batch)),
                                         kl_coef=self.kl_ctl.value)
         if self.uses_critic:
             with self.timer("update_critic"):
-                partials += self.train.call("update_critic", self.per_rank(shards), pad_to=pad_to, step=step)
+                partials += self.train.call(TrainingWorker.update_critic, self.per_rank(shards),
+                                            pad_to=pad_to, step=step)
         if step > self.recipe.critic.warmup_steps or not self.uses_critic:
             with self.timer("update_actor"):
-                partials += self.train.call("update_actor", self.per_rank(shards), pad_to=pad_to,
-                                            kl_coef=self.kl_ctl.value, step=step)
+                partials += self.train.call(TrainingWorker.update_actor, self.per_rank(shards),
+                                            pad_to=pad_to, kl_coef=self.kl_ctl.value, step=step)
         with self.timer("update_weights"):
             self.sync_weights(version=step)
 
@@ -119,28 +146,52 @@ class Trainer:
         self.update_kl_controller(merged)
         self.dump_rollouts(batch, step)
         self.cleanup(batch)
-        return self.step_metrics(merged, batch, time.perf_counter() - started)
+        metrics = self.step_metrics(merged, batch, time.perf_counter() - started)
+        if self.stream is not None:
+            metrics.update(self.stream.metrics(batch))
+        return metrics
 
     # ================================================================== phases
     def generate(self, partition: str, step: int, sampling: SamplingParams, n: int) -> KVBatchMeta:
-        """Prompts -> rollout -> replay-buffer sample: the step's samples, all terminal."""
-        feeder = self.feeder if partition == TRAIN else self.val_feeder
+        """The step's scored samples, all terminal; with dynamic sampling (DAPO) only groups
+        whose rewards differ, drawn until the step is full."""
+        self.rollout_counts: dict[str, mr.Partial] = {}
+        if partition == TRAIN and self.dynamic is not None:
+            batch, self.sampling_stats = self.dynamic.fill(
+                lambda count: self.draw(partition, step, sampling, n, count))
+            return batch
         count = self.recipe.algorithm.prompts_per_step if partition == TRAIN else self.recipe.data.val_size
+        return self.draw(partition, step, sampling, n, count)
+
+    def draw(
+        self, partition: str, step: int, sampling: SamplingParams, n: int, count: int
+    ) -> KVBatchMeta:
+        """``count`` prompts -> rollout -> model rewards -> replay-buffer sample."""
+        feeder = self.feeder if partition == TRAIN else self.val_feeder
         prompts = feeder.next_batch(count, partition=partition, global_step=step, n=n)
         # n per uid: the feeder's choice (a task or the choose_group_size hook may vary it)
         self.replay.add(partition, [(uid, int(t["n"]), step)
                                     for uid, t in zip(prompts.keys, prompts.tags, strict=True)])
         chunks = prompts.chunk(self.rollout.world_size)
         pending = self.rollout.submit(
-            "generate",
+            RolloutWorker.generate,
             [dict(prompts=c, partition=partition, global_step=step, sampling=sampling, group_size=n) for c in chunks],
+            timeout=self.recipe.schedule.sample_timeout_s,
         )
         try:
             batch = self.wait_for_samples(partition, step, pending)
             counts = self.rollout.wait(pending, timeout=self.recipe.schedule.sample_timeout_s)
+            if len(prompts) < len(set(batch.tag_values("uid"))):  # the groups kept from earlier draws
+                mine = set(prompts.keys)
+                batch = batch.select([i for i, u in enumerate(batch.tag_values("uid")) if u in mine])
+            if self.reward is not None:  # reward models read the prompts' ground truth too
+                with self.timer("reward_model"):
+                    self.reward.call("score", self.per_rank(batch.chunk(self.reward.world_size)),
+                                     prompts=prompts, timeout=self.recipe.schedule.sample_timeout_s)
         finally:
             self.plane.kv_clear(list(prompts.keys), prompts.partition_id)
-        self.rollout_counts = mr.merge([{k: mr.scalar_partial(v) for k, v in c.items()} for c in counts])
+        drawn = [{k: mr.scalar_partial(v) for k, v in c.items()} for c in counts]
+        self.rollout_counts = mr.merge([self.rollout_counts, *drawn])
         return batch
 
     def wait_for_samples(self, partition: str, step: int, pending: Any) -> KVBatchMeta:
@@ -156,10 +207,19 @@ class Trainer:
             remaining = deadline - time.monotonic()
             try:
                 return self.replay.sample(partition, step, timeout=max(min(remaining, 1.0), 0.0))
-            except SampleTimeout:
+            except SampleTimeout as exc:
                 self.rollout.raise_if_failed(pending)
                 if time.monotonic() >= deadline:
-                    raise
+                    # The last slice's message says "after 1.0 s": state the whole wait.
+                    total = self.recipe.schedule.sample_timeout_s
+                    text = re.sub(r"after [0-9.]+ s", f"after {total:.0f} s", str(exc), count=1)
+                    stopped = self.rollout.unresponsive()
+                    if stopped:  # a stopped worker explains the missing samples best
+                        raise WorkerError(
+                            f"{', '.join(map(self.rollout.who, stopped))} stopped answering during "
+                            f"generate (step {step}): no answer to a liveness check either; {text}"
+                        ) from exc
+                    raise SampleTimeout(text, exc.missing) from None
 
     def balance(self, batch: KVBatchMeta) -> tuple[list[KVBatchMeta], int]:
         """Sequence-length balancing across data-parallel groups, from ``seq_len`` tags only.
@@ -174,7 +234,7 @@ class Trainer:
 
     def read_layout(self) -> list[int]:
         """The data-parallel rank of every training rank (asked once, at start-up)."""
-        layout = self.train.call("layout")
+        layout = self.train.call(TrainingWorker.layout)
         sizes = {size for _, size, _ in layout}
         ranks = [r for r, _, _ in layout]
         if len(sizes) != 1 or sorted(set(ranks)) != list(range(sizes.pop())):
@@ -192,8 +252,10 @@ class Trainer:
         Every training rank joins the full-weight gather; rank 0 returns them (in Ray mode as
         an object-store reference, so weights never pass through the controller).
         """
-        exported = self.train.call("export_weights", as_object_ref=self.use_object_refs)
-        versions = self.rollout.call("update_weights", weights=exported[0], version=version)
+        exported = self.train.call(TrainingWorker.export_weights,
+                                   as_object_ref=self.use_object_refs)
+        versions = self.rollout.call(RolloutWorker.update_weights, weights=exported[0],
+                                     version=version)
         if any(v != version for v in versions):
             raise StepError(f"rollout engines report weight versions {versions}, expected {version}")
         self.policy_version = version
@@ -217,7 +279,8 @@ class Trainer:
         if count == 0 or self.run_dir is None:
             return
         path = f"{self.run_dir}/rollouts/step_{step}.jsonl"
-        self.rollout.call_rank(0, "dump_samples", meta=batch.select(list(range(count))), path=path)
+        self.rollout.call_rank(0, RolloutWorker.dump_samples,
+                               meta=batch.select(list(range(count))), path=path)
 
     def cleanup(self, batch: KVBatchMeta) -> None:
         self.plane.kv_clear(list(batch.keys), batch.partition_id)
@@ -228,7 +291,8 @@ class Trainer:
         """The val partition through the same rollout and reward path, without updates."""
         sampling = self.sampling(validate=True)
         batch = self.generate(VAL, step, sampling, self.recipe.rollout.val_group_size)
-        partials = self.train.call("score_partials", self.per_rank(self.group_shards(batch)))
+        partials = self.train.call(TrainingWorker.score_partials,
+                                   self.per_rank(self.group_shards(batch)))
         self.cleanup(batch)
         out = mr.finalize(mr.merge(partials), with_extremes=("critic/score", "response_length"))
         return {f"val/{k.removeprefix('critic/')}": v for k, v in out.items()}
@@ -266,4 +330,5 @@ class Trainer:
         metrics["rollout/failures"] = self.rollout_counts.get("failures", (0, 1, 0, 0))[0]
         metrics["actor/kl_coef"] = float(self.kl_ctl.value)
         metrics["training/policy_version"] = float(self.policy_version)
+        metrics.update(self.sampling_stats)  # dynamic_sampling/*: groups drawn, kept, draws
         return metrics

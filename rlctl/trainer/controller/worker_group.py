@@ -4,15 +4,42 @@ Both kinds share one interface so the controller's step is the same code in ``ra
 ``local`` mode. Every argument sent to a worker and every result received is measured
 (pickled size) in a :class:`TrafficMeter`: this is how the trainer proves it moves only
 metadata (``perf/controller_bytes_per_sample``).
+
+A call names the worker method by its function, ``group.call(TrainingWorker.compute_log_prob,
+...)``, so a reader (and an IDE) can follow a phase into the worker; Ray calls it by name.
+
+Every call has a bound (the group's ``timeout``, ``schedule.phase_timeout_s``, unless the
+caller gives one). When it passes, each rank that has not answered is asked for its pid on
+another thread of the actor: a rank that does not answer that either is reported as stopped
+(SIGSTOP, a wedged interpreter), the others as alive but still busy, so the error names the
+rank at fault and the phase it stopped in.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import pickle
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+R = TypeVar("R")
+
+
+def method_name(method: Callable[..., Any] | str) -> str:
+    """The name a worker method is called by (``TrainingWorker.compute_log_prob`` ->
+    ``"compute_log_prob"``)."""
+    return method if isinstance(method, str) else method.__name__
+
+DEFAULT_TIMEOUT_S = 600.0
+"""Bound of a call when neither the caller nor the group gives one (the recipe's default)."""
+LIVENESS_TIMEOUT_S = 5.0
+"""How long a rank that missed its bound has to answer the liveness check."""
+WAIT_SLICE_S = 1.0
+"""Waits are sliced so a failed rank surfaces at once and Ctrl-C is honoured."""
 
 
 class WorkerError(RuntimeError):
@@ -57,18 +84,47 @@ class Pending:
 class WorkerGroup(ABC):
     """The ranks of one role."""
 
-    def __init__(self, name: str, world_size: int, meter: TrafficMeter) -> None:
+    def __init__(
+        self, name: str, world_size: int, meter: TrafficMeter, *, timeout: float = DEFAULT_TIMEOUT_S
+    ) -> None:
         self.name = name
         self.world_size = world_size
         self.meter = meter
+        self.timeout = timeout
+        """Seconds any call may take unless its caller gives another bound."""
+        self.pids: list[int | None] = [None] * world_size
+        """Process id of every rank, once known (error messages name it)."""
+
+    def who(self, rank: int) -> str:
+        """``train rank 1 (pid 4242)``: how errors name a rank."""
+        pid = self.pids[rank] if rank < len(self.pids) else None
+        return f"{self.name} rank {rank}" + (f" (pid {pid})" if pid is not None else "")
+
+    def bound(self, timeout: float | None) -> float:
+        """The bound of one call: the caller's, else the group's (never unbounded)."""
+        return self.timeout if timeout is None else timeout
 
     @abstractmethod
-    def submit(self, method: str, per_rank: Sequence[dict[str, Any]]) -> Pending:
-        """Start ``method(**per_rank[r])`` on every rank r without waiting."""
+    def submit(
+        self, method: Callable[..., Any] | str, per_rank: Sequence[dict[str, Any]],
+        timeout: float | None = None,
+    ) -> Pending:
+        """Start ``method(**per_rank[r])`` on every rank r without waiting.
+
+        ``timeout`` bounds calls that run at submit time (local workers); remote calls are
+        bounded by :meth:`wait`.
+        """
 
     @abstractmethod
     def wait(self, pending: Pending, timeout: float | None = None) -> list[Any]:
-        """Results of a submitted call, one per rank; raises :class:`WorkerError`."""
+        """Results of a submitted call, one per rank; raises :class:`WorkerError`.
+
+        ``timeout``: seconds to wait; ``None`` = the group's bound (:attr:`timeout`).
+        """
+
+    def unresponsive(self, ranks: Sequence[int] | None = None) -> list[int]:
+        """Ranks (of ``ranks``, default all) that do not answer a liveness check in time."""
+        return []
 
     @abstractmethod
     def shutdown(self) -> None:
@@ -79,50 +135,78 @@ class WorkerGroup(ABC):
 
     def call(
         self,
-        method: str,
+        method: Callable[..., R],
         per_rank: Sequence[dict[str, Any]] | None = None,
         *,
         timeout: float | None = None,
         **shared: Any,
-    ) -> list[Any]:
+    ) -> list[R]:
         """Run ``method`` on every rank and wait; ``per_rank`` entries extend ``shared``."""
         kwargs = [dict(shared, **(per_rank[r] if per_rank else {})) for r in range(self.world_size)]
-        return self.wait(self.submit(method, kwargs), timeout)
+        return self.wait(self.submit(method, kwargs, timeout), timeout)
 
-    def call_rank(self, rank: int, method: str, *, timeout: float | None = None, **kwargs: Any) -> Any:
+    def call_rank(
+        self, rank: int, method: Callable[..., R], *, timeout: float | None = None, **kwargs: Any
+    ) -> R:
         """Run ``method`` on one rank only (e.g. export weights from rank 0)."""
-        pending = self._submit_one(rank, method, kwargs)
+        pending = self._submit_one(rank, method_name(method), kwargs, timeout)
         return self.wait(pending, timeout)[0]
 
     @abstractmethod
-    def _submit_one(self, rank: int, method: str, kwargs: dict[str, Any]) -> Pending: ...
+    def _submit_one(
+        self, rank: int, method: str, kwargs: dict[str, Any], timeout: float | None = None
+    ) -> Pending: ...
 
 
 class LocalWorkerGroup(WorkerGroup):
     """Workers as plain objects in the controller's process (``--local``): breakpoints work.
 
-    Calls run synchronously at submit time; arguments are still measured as if they were
-    sent, so controller-traffic numbers mean the same in both modes.
+    Calls run synchronously at submit time, so the bound applies there (``submit``'s
+    ``timeout``, else the group's; see :mod:`rlctl.trainer.controller.local_bound`); arguments are still
+    measured as if they were sent, so controller-traffic numbers mean the same in both modes.
     """
 
-    def __init__(self, name: str, workers: list[Any], meter: TrafficMeter) -> None:
-        super().__init__(name, len(workers), meter)
+    def __init__(
+        self,
+        name: str,
+        workers: list[Any],
+        meter: TrafficMeter,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_S,
+    ) -> None:
+        super().__init__(name, len(workers), meter, timeout=timeout)
         self.workers = workers
+        self.pids = [os.getpid()] * len(workers)
 
-    def submit(self, method: str, per_rank: Sequence[dict[str, Any]]) -> Pending:
+    def submit(
+        self, method: Callable[..., Any] | str, per_rank: Sequence[dict[str, Any]],
+        timeout: float | None = None,
+    ) -> Pending:
+        method = method_name(method)
         results = []
         for rank, kwargs in enumerate(per_rank):
-            results.append(self._run(rank, method, kwargs))
+            results.append(self._run(rank, method, kwargs, self.bound(timeout)))
         return Pending(method, results)
 
-    def _submit_one(self, rank: int, method: str, kwargs: dict[str, Any]) -> Pending:
-        return Pending(method, [self._run(rank, method, kwargs)])
+    def _submit_one(
+        self, rank: int, method: str, kwargs: dict[str, Any], timeout: float | None = None
+    ) -> Pending:
+        return Pending(method, [self._run(rank, method, kwargs, self.bound(timeout))])
 
-    def _run(self, rank: int, method: str, kwargs: dict[str, Any]) -> Any:
+    def _run(self, rank: int, method: str, kwargs: dict[str, Any], timeout: float) -> Any:
+        from rlctl.trainer.controller.local_bound import PhaseTimeout, bounded
+
         self.meter.count(method, kwargs, outgoing=True)
         try:
-            result = getattr(self.workers[rank], method)(**kwargs)
-        except Exception as exc:
+            what = f"{self.name} rank {rank}: {method}"
+            result = bounded(getattr(self.workers[rank], method), timeout, what, **kwargs)
+        except PhaseTimeout as exc:
+            raise WorkerError(
+                f"{self.name} rank {rank} (this process) stopped answering during {method}: {exc}"
+            ) from None
+        except (KeyboardInterrupt, SystemExit, GeneratorExit):
+            raise
+        except BaseException as exc:  # torch's CheckpointException is a BaseException
             raise WorkerError(f"{self.name} rank {rank}: {method} failed: {exc}") from exc
         return result
 
@@ -139,7 +223,11 @@ class LocalWorkerGroup(WorkerGroup):
 
 
 class RayWorkerGroup(WorkerGroup):
-    """Workers as Ray actors, one per rank."""
+    """Workers as Ray actors, one per rank.
+
+    Worker classes answer ``pid()`` (the liveness check); actors run up to four calls at once
+    on threads, so the check is answered while a phase runs.
+    """
 
     def __init__(
         self,
@@ -150,49 +238,110 @@ class RayWorkerGroup(WorkerGroup):
         *,
         num_cpus: float = 0,
         start_timeout: float = 300.0,
+        timeout: float = DEFAULT_TIMEOUT_S,
     ) -> None:
         import ray
 
-        super().__init__(name, len(init_kwargs), meter)
+        super().__init__(name, len(init_kwargs), meter, timeout=timeout)
         remote_cls = ray.remote(worker_cls)
         self.actors = [
             remote_cls.options(num_cpus=num_cpus, name=None, max_concurrency=4).remote(**kwargs)
             for kwargs in init_kwargs
         ]
+        self.stopped: set[int] = set()  # ranks that failed a liveness check: not waited for again
         # Surface constructor failures (import errors, bad options) now, with the rank.
-        self.call("ready", timeout=start_timeout)
+        self.call(worker_cls.ready, timeout=start_timeout)
+        self.pids = list(self.call(worker_cls.pid, timeout=start_timeout))
 
-    def submit(self, method: str, per_rank: Sequence[dict[str, Any]]) -> Pending:
+    def submit(
+        self, method: Callable[..., Any] | str, per_rank: Sequence[dict[str, Any]],
+        timeout: float | None = None,
+    ) -> Pending:
+        method = method_name(method)
         refs = []
         for rank, kwargs in enumerate(per_rank):
             self.meter.count(method, kwargs, outgoing=True)
             refs.append((rank, getattr(self.actors[rank], method).remote(**kwargs)))
         return Pending(method, refs)
 
-    def _submit_one(self, rank: int, method: str, kwargs: dict[str, Any]) -> Pending:
+    def _submit_one(
+        self, rank: int, method: str, kwargs: dict[str, Any], timeout: float | None = None
+    ) -> Pending:
         self.meter.count(method, kwargs, outgoing=True)
         return Pending(method, [(rank, getattr(self.actors[rank], method).remote(**kwargs))])
 
     def wait(self, pending: Pending, timeout: float | None = None) -> list[Any]:
         import ray
-        from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
-        results = []
-        for rank, ref in pending.handles:
-            try:
-                result = ray.get(ref, timeout=timeout)
-            except GetTimeoutError as exc:
-                raise WorkerError(
-                    f"{self.name} rank {rank}: {pending.method} did not finish within {timeout:.0f} s"
-                ) from exc
-            except RayActorError as exc:
-                raise WorkerError(f"{self.name} rank {rank} died during {pending.method}: {exc}") from exc
-            except RayTaskError as exc:
-                cause = exc.cause if getattr(exc, "cause", None) is not None else exc
-                raise WorkerError(f"{self.name} rank {rank}: {pending.method} failed: {cause}") from exc
+        bound = self.bound(timeout)
+        deadline = time.monotonic() + bound
+        rank_of = {ref: rank for rank, ref in pending.handles}
+        results: dict[int, Any] = {}
+        waiting = list(rank_of)
+        while waiting:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise self._timed_out(pending.method, bound, sorted(rank_of[r] for r in waiting))
+            slice_s = min(left, WAIT_SLICE_S)
+            ready, waiting = ray.wait(waiting, num_returns=len(waiting), timeout=slice_s)
+            for ref in ready:
+                results[rank_of[ref]] = self._result(pending.method, rank_of[ref], ref)
+        ordered = [results[rank] for rank, _ in pending.handles]
+        for result in ordered:
             self.meter.count(pending.method, result, outgoing=False)
-            results.append(result)
-        return results
+        return ordered
+
+    def _result(self, method: str, rank: int, ref: Any) -> Any:
+        """The value of a finished call, or the :class:`WorkerError` that says why there is none."""
+        import ray
+        from ray.exceptions import RayActorError, RayTaskError
+
+        try:
+            return ray.get(ref, timeout=0)
+        except RayActorError as exc:
+            raise WorkerError(f"{self.who(rank)} died during {method}: {exc}") from exc
+        except RayTaskError as exc:
+            cause = exc.cause if getattr(exc, "cause", None) is not None else exc
+            raise WorkerError(f"{self.who(rank)}: {method} failed: {cause}") from exc
+
+    def _timed_out(self, method: str, bound: float, late: list[int]) -> WorkerError:
+        """The error for ranks ``late`` that missed the bound: which stopped, which are busy."""
+        stopped = self.unresponsive(late)
+        busy = [r for r in late if r not in stopped]
+        if stopped:
+            who = ", ".join(self.who(r) for r in stopped)
+            text = (f"{who} stopped answering during {method}: no result within {bound:.0f} s "
+                    f"and no answer to a liveness check within {LIVENESS_TIMEOUT_S:.0f} s "
+                    "(the process is stopped or wedged)")
+            if busy:
+                others = ", ".join(self.who(r) for r in busy)
+                text += f"; {others} still in {method}, waiting for it"
+        else:
+            text = (f"{', '.join(self.who(r) for r in busy)}: {method} did not finish within "
+                    f"{bound:.0f} s (the process still answers: the phase is stuck or slow; "
+                    "raise schedule.phase_timeout_s if it is only slow)")
+        return WorkerError(text)
+
+    def unresponsive(self, ranks: Sequence[int] | None = None) -> list[int]:
+        import ray
+        from ray.exceptions import RayError
+
+        ranks = list(range(self.world_size)) if ranks is None else list(ranks)
+        checks = {self.actors[r].pid.remote(): r for r in ranks}
+        deadline = time.monotonic() + LIVENESS_TIMEOUT_S
+        waiting = list(checks)
+        answered: set[int] = set()
+        while waiting and time.monotonic() < deadline:
+            left = deadline - time.monotonic()
+            slice_s = min(left, WAIT_SLICE_S)
+            ready, waiting = ray.wait(waiting, num_returns=len(waiting), timeout=slice_s)
+            for ref in ready:
+                with contextlib.suppress(RayError):  # a dead rank does not answer either
+                    ray.get(ref, timeout=0)
+                    answered.add(checks[ref])
+        silent = [r for r in ranks if r not in answered]
+        self.stopped.update(silent)
+        return silent
 
     def raise_if_failed(self, pending: Pending) -> None:
         import ray
@@ -200,22 +349,30 @@ class RayWorkerGroup(WorkerGroup):
         refs = [ref for _, ref in pending.handles]
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
         ready_ids = {r.hex() for r in ready}
-        finished = Pending(pending.method, [(rank, ref) for rank, ref in pending.handles if ref.hex() in ready_ids])
-        if finished.handles:
-            # ray.get of a finished call is immediate; it raises for a failed or dead rank.
-            # Results are not metered here: wait() meters them when the caller collects them.
-            for rank, ref in finished.handles:
-                try:
-                    ray.get(ref, timeout=0)
-                except Exception:
-                    self.wait(Pending(pending.method, [(rank, ref)]), timeout=0)
+        # ray.get of a finished call is immediate; it raises for a failed or dead rank.
+        # Results are not metered here: wait() meters them when the caller collects them.
+        for rank, ref in pending.handles:
+            if ref.hex() in ready_ids:
+                self._result(pending.method, rank, ref)
 
-    def shutdown(self) -> None:
+    def shutdown(self, grace_s: float = 10.0) -> None:
+        """Close every rank (all at once, one bound for all), then kill the actors.
+
+        A stopped or wedged rank never answers ``close``: one that failed a liveness check is
+        not asked, any other costs the grace period once, not per rank, and ``ray.kill`` ends
+        them all anyway.
+        """
         import ray
 
+        # Closing is best effort; the kill below always happens.
+        closing = []
+        for rank, actor in enumerate(self.actors):
+            if rank in self.stopped:
+                continue
+            with contextlib.suppress(Exception):
+                closing.append(actor.close.remote())
+        with contextlib.suppress(Exception):
+            ray.wait(closing, num_returns=len(closing), timeout=grace_s)
         for actor in self.actors:
-            try:
-                ray.get(actor.close.remote(), timeout=30)
-            except Exception:  # closing is best effort; the kill below always happens
-                pass
-            ray.kill(actor)
+            with contextlib.suppress(Exception):
+                ray.kill(actor)

@@ -1,5 +1,8 @@
 """The actor's loss for one micro-batch: registered policy loss + KL term - entropy bonus.
 
+The terms are the tested ones of :mod:`rlctl.algorithms` (``kl_loss``, ``entropy_bonus``,
+``compute_value_loss``); this module only wires them to the recipe.
+
 Built once per worker from the recipe and the registry; the engine calls it per micro-batch.
 Every term is aggregated with the *global* normaliser (tokens or sequences of the whole
 minibatch over all ranks), so micro-batch losses add up to the minibatch loss exactly and
@@ -8,23 +11,22 @@ the update does not depend on micro-batch size or rank count.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from rlctl.config.recipe import Recipe
 
 
-def build_actor_loss(recipe: Recipe, registry: Any, *, kl_coef: float) -> Callable[..., Any]:
-    from rlctl.algorithms.aggregation import agg_loss
-    from rlctl.algorithms.kl import kl_penalty
+def build_actor_loss(
+    recipe: Recipe, registry: Any, *, kl_coef: float, options: Mapping[str, Any]
+) -> Callable[..., Any]:
+    """``options``: the policy loss's validated ``[algorithm.loss.options]`` as keywords."""
+    from rlctl.algorithms.entropy import entropy_bonus
+    from rlctl.algorithms.kl import kl_loss
 
     loss_cfg = recipe.algorithm.loss
     kl_cfg = recipe.algorithm.kl
-    reg = registry.get("policy_loss", loss_cfg.policy_loss)
-    policy_loss = reg.load()
-    options = dict(loss_cfg.options)
-    if reg.options is not None:
-        options = reg.options(**options).model_dump()
+    policy_loss = registry.load("policy_loss", loss_cfg.policy_loss)
     use_kl_loss = kl_cfg.apply_in == "loss"
     # seq-mean-token-sum-norm divides by a constant horizon (Dr. GRPO), not the padded width.
     horizon = recipe.rollout.max_new_tokens
@@ -54,18 +56,19 @@ def build_actor_loss(recipe: Recipe, registry: Any, *, kl_coef: float) -> Callab
             metrics[f"actor/{name}"] = float(value)
         entropy = outputs.get("entropy")
         if entropy is not None:
-            ent = agg_loss(entropy, mask, loss_cfg.agg, global_normalizer=gn, horizon=horizon)
-            metrics["actor/entropy"] = float(ent.detach())
+            bonus, ent_metrics = entropy_bonus(entropy, mask, loss_cfg.entropy_coef, loss_cfg.agg,
+                                               global_normalizer=gn, horizon=horizon)
+            metrics["actor/entropy"] = ent_metrics["entropy"]
             if loss_cfg.entropy_coef > 0:
-                loss = loss - loss_cfg.entropy_coef * ent
+                loss = loss + bonus
         ref = fields.get("ref_log_probs")
         if ref is not None:
-            kl_mat = kl_penalty(log_prob, ref, kl_cfg.estimator)
-            kl = agg_loss(kl_mat, mask, loss_cfg.agg, global_normalizer=gn, horizon=horizon)
-            metrics["actor/kl"] = float(kl.detach())
+            kl, kl_metrics = kl_loss(log_prob, ref, mask, kl_cfg.estimator, loss_cfg.agg,
+                                     global_normalizer=gn, horizon=horizon)
+            metrics["actor/kl"] = kl_metrics["kl_loss"]
             if use_kl_loss:
                 loss = loss + kl_coef * kl
-                metrics["actor/kl_loss"] = float(kl.detach())
+                metrics["actor/kl_loss"] = kl_metrics["kl_loss"]
         elif "ppo_kl" in pg_metrics:
             # No reference policy in this recipe: report the KL to the rollout-time policy.
             metrics["actor/kl"] = float(pg_metrics["ppo_kl"])
@@ -76,23 +79,18 @@ def build_actor_loss(recipe: Recipe, registry: Any, *, kl_coef: float) -> Callab
 
 def build_critic_loss(recipe: Recipe) -> Callable[..., Any]:
     """Clipped value loss (PPO), aggregated like the policy loss."""
-    import torch
-
-    from rlctl.algorithms.aggregation import agg_loss
+    from rlctl.algorithms.value_loss import compute_value_loss
 
     clip = recipe.critic.cliprange_value
     agg = recipe.algorithm.loss.agg
 
     def loss_fn(outputs: dict[str, Any], fields: dict[str, Any]) -> tuple[Any, dict[str, float]]:
-        values = outputs["values"]  # [b, R]
-        old = fields["values"]
-        returns = fields["returns"]
-        mask = fields["response_mask"]
-        clipped = old + (values - old).clamp(-clip, clip)
-        loss_mat = 0.5 * torch.maximum((values - returns) ** 2, (clipped - returns) ** 2)
-        loss = agg_loss(loss_mat, mask, agg, global_normalizer=fields.get("global_normalizer"),
-                        horizon=recipe.rollout.max_new_tokens)
-        clipfrac = (((values - returns) ** 2 < (clipped - returns) ** 2).float() * mask).sum() / mask.sum().clamp(min=1)
-        return loss, {"critic/vf_loss": float(loss.detach()), "critic/vf_clipfrac": float(clipfrac)}
+        loss, metrics = compute_value_loss(
+            outputs["values"], fields["returns"], fields["values"], fields["response_mask"],
+            clip, agg, global_normalizer=fields.get("global_normalizer"),
+            horizon=recipe.rollout.max_new_tokens,
+        )  # all [b, R]
+        return loss, {"critic/vf_loss": float(loss.detach()),
+                      "critic/vf_clipfrac": metrics["vf_clipfrac"]}
 
     return loss_fn

@@ -7,6 +7,7 @@ token-level rewards (optionally minus the KL penalty), runs the estimator, and w
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rlctl.config.recipe import Recipe
@@ -19,7 +20,7 @@ from rlctl.trainer.worker.fields import (
     to_jagged,
     to_padded,
 )
-from rlctl.trainer.worker.reward_sections import effective_rewards
+from rlctl.trainer.worker.reward_sections import effective_rewards, reward_fields
 from rlctl.trainer.worker.sessions import agent_partials, estimate_by_session, place_scores
 
 # estimator `requires` name -> data-plane field holding it
@@ -32,7 +33,11 @@ REQUIRED_FIELDS = {
 }
 
 
-def run_advantage_phase(plane: Any, meta: KVBatchMeta, recipe: Recipe, registry: Any, *, kl_coef: float) -> dict[str, mr.Partial]:
+def run_advantage_phase(
+    plane: Any, meta: KVBatchMeta, recipe: Recipe, registry: Any, *, kl_coef: float,
+    options: Mapping[str, Any],
+) -> dict[str, mr.Partial]:
+    """``options``: the estimator's validated ``[algorithm.estimator_options]`` as keywords."""
     if len(meta) == 0:
         return {}
     alg = recipe.algorithm
@@ -45,7 +50,7 @@ def run_advantage_phase(plane: Any, meta: KVBatchMeta, recipe: Recipe, registry:
     if kl_in_reward:
         wanted += ["old_log_probs", "ref_log_probs"]
     rewards = effective_rewards(recipe, registry)
-    reward_names = [f"reward/{r.name}" for r in rewards]
+    reward_names = reward_fields(recipe, registry)
     wanted += reward_names
     wanted.append("loss_mask")
     wanted = list(dict.fromkeys(wanted))
@@ -74,17 +79,34 @@ def run_advantage_phase(plane: Any, meta: KVBatchMeta, recipe: Recipe, registry:
         field = REQUIRED_FIELDS.get(req)
         if field is not None:
             extra[req] = to_padded(td[field], lengths)
-    estimator_options = dict(alg.estimator_options)
-    if reg.options is not None:
-        estimator_options = reg.options(**estimator_options).model_dump()
+    from rlctl.plugin_errors import PluginCallError
+
+    def checked(**inputs: Any) -> tuple[Any, Any]:
+        """The estimator on ``inputs`` (every row, or one row per session)."""
+        import torch
+
+        try:
+            result = estimator(**inputs)
+        except Exception as exc:  # name the plugin, the estimator and the line that raised
+            raise PluginCallError.from_exception(reg, exc, estimator) from exc
+        shape = inputs["response_mask"].shape
+        if not (isinstance(result, tuple) and len(result) == 2 and all(
+                isinstance(t, torch.Tensor) and t.shape == shape for t in result)):
+            got = [f"{type(t).__name__}{list(t.shape) if isinstance(t, torch.Tensor) else ''}"
+                   for t in (result if isinstance(result, tuple) else (result,))]
+            raise PluginCallError.contract(
+                reg, f"returned ({', '.join(got)}); expected (advantages, returns), two tensors "
+                f"shaped like response_mask {list(shape)}")
+        return result
+
     # Sessions with several outputs: group statistics count each session once (sessions.py).
-    advantages, returns = estimate_by_session(
-        estimator, keys, bool(reg.metadata.get("group_based", False)),
+    advantages, returns = estimate_by_session(  # [B, R] each
+        checked, keys, bool(reg.metadata.get("group_based", False)),
         rows=dict(token_level_rewards=token_rewards, response_mask=mask, **extra),
         index=meta.tag_values("uid"),
         reward_components={r.name: td[f"reward/{r.name}"].float().reshape(-1) for r in rewards},
         constants=dict(gamma=alg.gamma, lam=alg.lam, norm_adv_by_std_in_grpo=alg.norm_adv_by_std,
-                       epsilon=1e-6, **estimator_options),
+                       epsilon=1e-6, **options),
     )
     out = {"advantages": to_jagged(advantages.float(), lengths), "returns": to_jagged(returns.float(), lengths)}
     if kl_in_reward:
@@ -106,4 +128,3 @@ def run_advantage_phase(plane: Any, meta: KVBatchMeta, recipe: Recipe, registry:
         partials[name] = mr.partial_of(td[name].float().reshape(-1).tolist())
     partials.update(agent_partials(meta))
     return partials
-

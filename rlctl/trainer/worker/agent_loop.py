@@ -13,11 +13,17 @@ turn plus the token ids of each observation between turns, in order, never re-re
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from pydantic import BaseModel
+
+from rlctl.config.plugin_options import OptionsSpec, options_or_validated
 from rlctl.engines.rollout.contract import SamplingParams
+
+if TYPE_CHECKING:
+    from rlctl.config.recipe import Recipe
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,12 @@ class AgentOutput:
         """The loss mask with ``None`` spelt out (one entry per response token)."""
         return [1] * len(self.response_ids) if self.loss_mask is None else list(self.loss_mask)
 
+    def version_range(self) -> tuple[int, int]:
+        """Oldest and newest policy version among the turns (``extra["weight_versions"]``, set
+        by multi-turn loops); both ``weight_version`` for a single generation."""
+        versions = [int(v) for v in self.extra.get("weight_versions") or [self.weight_version]]
+        return min(versions), max(versions)
+
     def check(self) -> None:
         """Raise when the per-token lists disagree in length (a loop bug, caught early)."""
         n = len(self.response_ids)
@@ -77,17 +89,35 @@ class AgentOutput:
 
 
 @dataclass(frozen=True)
-class AgentLoopSpec:
-    """What a rollout worker hands an agent loop when it builds one."""
+class AgentLoopSpec(OptionsSpec):
+    """What a rollout worker hands the agent loop it builds; the loop's validated
+    ``[rollout.agent_loop_options]`` are :meth:`options_as`."""
 
-    recipe: Any
+    options_key: ClassVar[str] = "rollout.agent_loop_options"
+
+    recipe: Recipe
     """The whole recipe."""
-    options: Any = None
-    """The loop's validated options model (``[rollout] agent_loop_options``), or ``None``."""
     tokenizer: Any = None
     """The policy's tokenizer (renders observations, decodes tool calls)."""
     registry: Any = None
     """The plugin registry (tools, tool parsers, environments)."""
+    plugin_options: Mapping[str, BaseModel] = field(default_factory=dict, kw_only=True)
+    """The recipe's options as validated at load, by key path (the loaded recipe's
+    ``plugin_options``): the tools' and the environment's come from here."""
+
+    def tool_options(self, i: int) -> BaseModel | None:
+        """The validated options of ``[[rollout.tools]]`` entry ``i``."""
+        section = self.recipe.rollout.tools[i]
+        return options_or_validated(self.plugin_options, self.registry, "tool", section.name,
+                                    f"rollout.tools[{i}].options", section.options)
+
+    def environment_options(self) -> BaseModel | None:
+        """The validated options of ``[rollout.environment]`` (which must be given)."""
+        section = self.recipe.rollout.environment
+        if section is None:
+            raise ValueError("the recipe has no [rollout.environment]")
+        return options_or_validated(self.plugin_options, self.registry, "environment",
+                                    section.name, "rollout.environment.options", section.options)
 
 
 # generate(prompt_ids, sampling) -> Generation (token_ids, log_probs, finish_reason, weight_version)

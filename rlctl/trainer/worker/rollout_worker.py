@@ -11,11 +11,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from rlctl.config.recipe import Recipe
+from rlctl.config.loaded import LoadedRecipe
 from rlctl.protocol.kv import KVBatchMeta, make_key
 from rlctl.trainer.worker.agent_loop import (
     AgentLoopSpec,
@@ -26,15 +27,36 @@ from rlctl.trainer.worker.agent_loop import (
 from rlctl.trainer.worker.fields import from_rows, non_tensor_column, rows
 
 
+def make_weight_sync(loaded: LoadedRecipe, registry: Any) -> tuple[Any, Any]:
+    """The run's weight sync and its validated options (``None`` without an options model).
+
+    One place for the options: ``[engines.rollout.weight_sync_options]``, validated when the
+    recipe was loaded by the model of the sync named in ``[engines.rollout] weight_sync``,
+    else of the engine's default. A recipe loaded without that step (built by hand) gets
+    the table validated here.
+    """
+    from rlctl.config.plugin_options import weight_sync_name
+
+    reg = registry.get("weight_sync", weight_sync_name(loaded.recipe, registry))
+    options = loaded.options_for("engines.rollout.weight_sync_options")
+    if options is None and reg.options is not None:
+        options = reg.options.model_validate(loaded.recipe.engines.rollout.weight_sync_options)
+    return reg.load()(options), options
+
+
 class RolloutWorker:
     """One AgentLoop worker with its rollout engine, reward functions and agent loop."""
 
-    def __init__(self, recipe: Recipe, plane: Any, rank: int = 0, threads: int | None = None) -> None:
-        self.recipe = recipe
+    def __init__(
+        self, loaded: LoadedRecipe, plane: Any, rank: int = 0, threads: int | None = None
+    ) -> None:
+        self.loaded = loaded
+        self.recipe = loaded.recipe
         self.plane = plane
         self.rank = rank
         self.threads = threads
         self.engine: Any = None
+        self._idle_since: float | None = None  # end of the last generate (streaming metric)
 
     def ready(self) -> bool:
         import torch
@@ -50,21 +72,23 @@ class RolloutWorker:
             torch.set_num_threads(self.threads)
         registry = get_registry()
         self.tokenizer = load_tokenizer(self.recipe.model)
-        engine_cls = registry.load("rollout_engine", self.recipe.engines.rollout.backend)
-        self.engine = engine_cls(
-            RolloutEngineSpec(recipe=self.recipe, device=pick_device(self.recipe), seed=self.recipe.run.seed + 1000 * self.rank)
-        )
-        self.engine.load()
-        sync_name = self.recipe.engines.rollout.weight_sync or registry.get(
-            "rollout_engine", self.recipe.engines.rollout.backend
-        ).metadata.get("weight_sync", "in_process")
-        sync_reg = registry.get("weight_sync", sync_name)
-        sync_options = sync_reg.options() if sync_reg.options is not None else None
         # The controller moves the exported weights here (object store in Ray mode); the
-        # registered weight-sync method applies them to the engine.
-        self.weight_sync = sync_reg.load()(sync_options)
-        self.agent_loop = build_agent_loop(self.recipe, registry, self.tokenizer)
-        self.rewards = RewardSet.from_sections(effective_rewards(self.recipe, registry), registry)
+        # registered weight sync applies them: sync(weights, engine, version). The engine gets
+        # the sync's options too (vLLM starts its servers for the transfer they name).
+        self.weight_sync, sync_options = make_weight_sync(self.loaded, registry)
+        engine_cls = registry.load("rollout_engine", self.recipe.engines.rollout.backend)
+        self.engine = engine_cls(RolloutEngineSpec(
+            recipe=self.recipe, device=pick_device(self.recipe),
+            seed=self.recipe.run.seed + 1000 * self.rank,
+            options=self.loaded.options_for("engines.rollout.options"),
+            weight_sync_options=sync_options,
+        ))
+        self.engine.load()
+        self.agent_loop = build_agent_loop(self.loaded, registry, self.tokenizer)
+        sections = effective_rewards(self.recipe, registry)
+        options = [self.loaded.option_kwargs(f"rewards[{i}].options") for i in range(len(sections))]
+        self.rewards = RewardSet.from_sections(sections, registry, options)
+        self.judges = RewardSet.from_sections(sections, registry, options, kind="judge")
         eos = self.tokenizer.eos_token_id
         self.eos_ids = [eos] if isinstance(eos, int) else list(eos or [])
         return True
@@ -99,7 +123,18 @@ class RolloutWorker:
         # The actor itself stays synchronous (Ray would otherwise run it as an async actor);
         # one event loop per call drives the sessions concurrently so the engine batches them.
         step = _StepRollout(self, partition, global_step, sampling)
-        return asyncio.run(step.run_all(records, n_per_prompt))
+        started = time.monotonic()
+        counts = asyncio.run(step.run_all(records, n_per_prompt))
+        # how long this worker sat idle before this call: waiting for the trainer
+        counts["idle_s"] = 0.0 if self._idle_since is None else started - self._idle_since
+        self._idle_since = time.monotonic()
+        return counts
+
+    def varied_groups(self, meta: KVBatchMeta, field: str) -> list[str]:
+        """The uids of ``meta`` whose samples differ in ``field`` (dynamic sampling)."""
+        from rlctl.trainer.worker.group_filter import varied_groups
+
+        return varied_groups(self.plane, meta, field)
 
     # ------------------------------------------------------------------ inspection
     def dump_samples(self, meta: KVBatchMeta, path: str) -> int:
@@ -121,6 +156,9 @@ class RolloutWorker:
                 "reward": float(td["score"][i]),
                 "advantage": float(adv.float().mean()) if adv.numel() else 0.0,
                 "response_len": tags.get("response_len"),
+                "dispatch_step": tags.get("dispatch_step"),
+                "weight_version_min": tags.get("weight_version_min"),
+                "weight_version_max": tags.get("weight_version_max"),
                 # multi-turn: what the policy generated ("gen") and what it read ("obs")
                 "segments": self._segments(response_rows[i].tolist(), mask_rows[i].tolist()),
             })
@@ -145,7 +183,7 @@ class RolloutWorker:
         if isinstance(weights, list):  # a Ray object ref wrapped so Ray does not resolve it early
             import ray
 
-            weights = ray.get(weights[0])
+            weights = ray.get(weights[0], timeout=self.recipe.schedule.phase_timeout_s)
         self.weight_sync(weights, self.engine, version)
         return self.engine.weight_version
 
@@ -160,21 +198,31 @@ class RolloutWorker:
         return self.engine.weight_version
 
     def close(self) -> None:
-        close = getattr(self.engine, "close", None)
-        if close is not None:
-            close()
+        # The sync first, while the servers run: it may hold state they share (sglang's
+        # process group). The engine closes (stops its servers) even if that fails.
+        close_sync = getattr(getattr(self, "weight_sync", None), "close", None)
+        close_engine = getattr(self.engine, "close", None)
+        try:
+            if close_sync is not None:
+                close_sync()
+        finally:
+            if close_engine is not None:
+                close_engine()
 
     def pid(self) -> int:
+        """This worker's process id; also the liveness check the controller sends a late rank."""
         return os.getpid()
 
 
-def build_agent_loop(recipe: Recipe, registry: Any, tokenizer: Any) -> Any:
-    """The recipe's agent loop, built with its validated ``agent_loop_options``."""
-    reg = registry.get("agent_loop", recipe.rollout.agent_loop)
-    raw = dict(recipe.rollout.agent_loop_options)
-    options = reg.options.model_validate(raw) if reg.options is not None else None
-    return reg.load()(AgentLoopSpec(recipe=recipe, options=options, tokenizer=tokenizer,
-                                    registry=registry))
+def build_agent_loop(loaded: LoadedRecipe, registry: Any, tokenizer: Any) -> Any:
+    """The recipe's agent loop (its registered target), given its options as validated at load
+    and those of the tools / environment it builds."""
+    loop_cls = registry.load("agent_loop", loaded.recipe.rollout.agent_loop)
+    return loop_cls(AgentLoopSpec(
+        recipe=loaded.recipe, tokenizer=tokenizer, registry=registry,
+        options=loaded.options_for("rollout.agent_loop_options"),
+        plugin_options=loaded.plugin_options,
+    ))
 
 
 @dataclass
@@ -220,7 +268,7 @@ class _StepRollout:
                 err = "".join(traceback.format_exception_only(type(result), result)).strip()
                 failures.append((make_key(rec.uid, session_id, 0), err))
                 continue
-            outputs += self._score_session(rec, session_id, result)
+            outputs += await self._score_session(rec, session_id, result)
         if outputs:
             await self._write(outputs)
         if failures:
@@ -231,7 +279,7 @@ class _StepRollout:
             await self.worker.plane.async_kv_batch_put([k for k, _ in failures], self.partition, None, tags)
         return len(outputs), len(failures)
 
-    def _score_session(
+    async def _score_session(
         self, rec: PromptRecord, session_id: int, outs: list[AgentOutput]
     ) -> list[_Scored]:
         """Score a session's outputs: the last one by the reward functions, and every earlier
@@ -243,12 +291,13 @@ class _StepRollout:
         for out in outs:
             out.check()
         keys = [make_key(rec.uid, session_id, index) for index in range(len(outs))]
-        final = self._score(keys[-1], rec, outs[-1])
+        final = await self._score(keys[-1], rec, outs[-1])
         earlier = [_Scored(k, rec.uid, o, final.score, final.parts)
                    for k, o in zip(keys, outs[:-1], strict=False)]
         return earlier + [final]
 
-    def _score(self, key: str, rec: PromptRecord, out: AgentOutput) -> _Scored:
+    async def _score(self, key: str, rec: PromptRecord, out: AgentOutput) -> _Scored:
+        from rlctl.plugin_errors import PluginCallError
         from rlctl.rewards.base import RewardInput
 
         sample = RewardInput.from_tokens(
@@ -262,10 +311,39 @@ class _StepRollout:
         )
         try:
             result = self.worker.rewards(sample)  # {"score", "<name>", "<name>/<component>"}
+            if self.worker.judges:
+                judged = await self.worker.judges.judge(sample, self._ask)
+                result = {**result, **judged, "score": result["score"] + judged["score"]}
+        except PluginCallError as exc:  # names the reward's plugin and file:line already
+            context = f"scoring sample {key} (data source {rec.data_source!r})"
+            raise exc.within(context) from exc.__cause__
         except Exception as exc:
             raise RuntimeError(f"scoring sample {key} (data source {rec.data_source!r}) failed: {exc}") from exc
         parts = {f"reward/{k}": float(v) for k, v in result.items() if k != "score"}
-        return _Scored(key, rec.uid, out, float(result["score"]), parts)
+        score = float(result["score"])
+        overlong = self.worker.recipe.algorithm.overlong
+        if overlong.buffer_len:  # DAPO's soft overlong punishment, part of the score
+            from rlctl.algorithms.overlong import overlong_penalty
+
+            penalty = overlong_penalty(  # generated tokens only: observations do not count
+                sum(out.mask()), buffer_len=overlong.buffer_len,
+                max_tokens=overlong.max_tokens or self.worker.recipe.rollout.max_new_tokens,
+                penalty_factor=overlong.penalty_factor)
+            parts["reward/overlong"] = penalty
+            score += penalty
+        return _Scored(key, rec.uid, out, score, parts)
+
+    async def _ask(self, text: str, *, max_new_tokens: int, temperature: float,
+                   chat: bool = True) -> str:
+        """A judge's question to the rollout engine: text in, decoded reply out."""
+        from rlctl.tasks import Prompt, tokenize_prompt
+
+        prompt = Prompt(ground_truth={}, data_source="judge",
+                        messages=[{"role": "user", "content": text}])
+        ids = tokenize_prompt(prompt, self.worker.tokenizer, apply_chat_template=chat)
+        sampling = SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature)
+        gen = await self.worker.engine.generate(ids, sampling)
+        return self.worker.tokenizer.decode(gen.token_ids, skip_special_tokens=True)
 
     async def _write(self, items: list[_Scored]) -> None:
         """Queue outputs for the data plane; outputs finishing together share one put.
@@ -317,15 +395,20 @@ class _StepRollout:
 
     def _tags(self, it: _Scored) -> dict[str, Any]:
         out = it.out
+        oldest, newest = out.version_range()
         tags: dict[str, Any] = {
             "uid": it.uid,
             "global_step": self.global_step,
+            "dispatch_step": self.global_step,
             "status": "success",
             "prompt_len": len(out.prompt_ids),
             "response_len": len(out.response_ids),
             "loss_tokens": sum(out.mask()),  # generated tokens: what response_length counts
             "seq_len": len(out.prompt_ids) + len(out.response_ids),
             "weight_version": out.weight_version,
+            # the oldest / newest policy among the turns (one version for a single turn)
+            "weight_version_min": oldest,
+            "weight_version_max": newest,
             "finish_reason": out.finish_reason,
             "num_turns": out.num_turns,
         }

@@ -7,16 +7,19 @@ FSDP rank runs the same number of micro-batches: collectives must line up.
 
 Model parallelism (Megatron TP / PP): the ranks of one data-parallel group get the same shard
 (the controller splits by :meth:`TrainingWorker.layout`'s ``dp_rank``) and only the one whose
-engine ``writes_outputs`` puts results and returns metric partials; engines without these
-attributes are pure data parallel (every rank is its own DP group and writes).
+engine ``writes_outputs`` puts results and returns metric partials; pure data-parallel engines
+report ``dp_rank == rank`` (every rank is its own DP group and writes).
+
+Plugin options were validated when the recipe was loaded (:class:`LoadedRecipe`); the engine
+gets its own through its spec, the estimator and the policy loss theirs as keywords.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rlctl.config.recipe import Recipe
+from rlctl.config.loaded import LoadedRecipe
 from rlctl.protocol.kv import KVBatchMeta
 from rlctl.trainer import metric_reduce as mr
 from rlctl.trainer.worker.fields import (
@@ -28,13 +31,16 @@ from rlctl.trainer.worker.fields import (
     to_padded,
 )
 
+if TYPE_CHECKING:
+    from rlctl.engines.train.contract import ModelEngine
+
 
 class TrainingWorker:
     """One rank of the training engines (``roles`` ⊆ {actor, ref, critic})."""
 
     def __init__(
         self,
-        recipe: Recipe,
+        loaded: LoadedRecipe,
         plane: Any,
         roles: tuple[str, ...],
         rank: int = 0,
@@ -42,14 +48,15 @@ class TrainingWorker:
         master_port: int = 0,
         threads: int | None = None,
     ) -> None:
-        self.recipe = recipe
+        self.loaded = loaded
+        self.recipe = loaded.recipe
         self.plane = plane
         self.roles = roles
         self.rank = rank
         self.world_size = world_size
         self.master_port = master_port
         self.threads = threads
-        self.engines: dict[str, Any] = {}
+        self.engines: dict[str, ModelEngine] = {}
 
     def ready(self) -> bool:
         import torch
@@ -70,23 +77,28 @@ class TrainingWorker:
             WORLD_SIZE=str(self.world_size),
             LOCAL_RANK="0" if pick_device(self.recipe) == "cpu" else str(self.rank),
         )
+        # Collectives wait a minute longer than the controller: when a peer stops, the
+        # controller's phase bound names it before the survivors' collectives time out and
+        # blame themselves.
+        dist_timeout_s = self.recipe.schedule.phase_timeout_s + 60
+        os.environ.setdefault("RLCTL_DIST_TIMEOUT_S", str(dist_timeout_s))
         self.registry = get_registry()
         tokenizer = load_tokenizer(self.recipe.model)
         self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id)
         engine_cls = self.registry.load("model_engine", self.recipe.engines.train.backend)
         device = pick_device(self.recipe)
+        options = self.loaded.options_for("engines.train.options")
         for role in self.roles:
-            engine = engine_cls(
-                ModelEngineSpec(role=role, recipe=self.recipe, rank=self.rank, world_size=self.world_size, device=device)
-            )
+            engine = engine_cls(ModelEngineSpec(role=role, recipe=self.recipe, rank=self.rank,
+                                                world_size=self.world_size, device=device,
+                                                options=options))
             engine.init()
             self.engines[role] = engine
         if "critic" in self.engines:
             self.critic_loss = build_critic_loss(self.recipe)
         first = next(iter(self.engines.values()))
-        self.dp_rank = int(getattr(first, "dp_rank", self.rank))
-        self.dp_size = int(getattr(first, "dp_size", self.world_size))
-        self.writes_outputs = bool(getattr(first, "writes_outputs", True))
+        self.dp_rank, self.dp_size = first.dp_rank, first.dp_size
+        self.writes_outputs = first.writes_outputs
         return True
 
     def layout(self) -> tuple[int, int, bool]:
@@ -162,7 +174,10 @@ class TrainingWorker:
     def compute_advantage(self, meta: KVBatchMeta, kl_coef: float) -> dict[str, mr.Partial]:
         from rlctl.trainer.worker.advantage_phase import run_advantage_phase
 
-        return run_advantage_phase(self.plane, meta, self.recipe, self.registry, kl_coef=kl_coef)
+        return run_advantage_phase(
+            self.plane, meta, self.recipe, self.registry, kl_coef=kl_coef,
+            options=self.loaded.option_kwargs("algorithm.estimator_options"),
+        )
 
     def update_actor(self, meta: KVBatchMeta, pad_to: int, kl_coef: float, step: int) -> dict[str, mr.Partial]:
         from rlctl.trainer.worker.actor_loss import build_actor_loss
@@ -172,18 +187,30 @@ class TrainingWorker:
             needed.append("ref_log_probs")
         if self.recipe.algorithm.loss.tis_cap is not None:
             needed.append("rollout_log_probs")
-        loss_fn = build_actor_loss(self.recipe, self.registry, kl_coef=kl_coef)
-        return self._update("actor", meta, pad_to, needed, loss_fn, step)
+        loss_fn = build_actor_loss(self.recipe, self.registry, kl_coef=kl_coef,
+                                   options=self.loaded.option_kwargs("algorithm.loss.options"))
+        masked = None
+        if self.recipe.algorithm.overlong.filter:
+            # DAPO's overlong filtering: a truncated response adds no loss and no tokens
+            masked = [f == "length" for f in meta.tag_values("finish_reason")]
+        return self._update("actor", meta, pad_to, needed, loss_fn, step, masked=masked)
 
     def update_critic(self, meta: KVBatchMeta, pad_to: int, step: int) -> dict[str, mr.Partial]:
         return self._update("critic", meta, pad_to, ["values", "returns"], self.critic_loss, step)
 
-    def _update(self, role: str, meta: KVBatchMeta, pad_to: int, needed: list[str], loss_fn: Any, step: int) -> dict[str, mr.Partial]:
-        """Epochs x minibatches of optimizer steps over this rank's shard."""
+    def _update(self, role: str, meta: KVBatchMeta, pad_to: int, needed: list[str], loss_fn: Any,
+                step: int, masked: list[bool] | None = None) -> dict[str, mr.Partial]:
+        """Epochs x minibatches of optimizer steps over this rank's shard; ``masked`` rows
+        (one flag per sample of ``meta``) are left out of the loss."""
         import torch
 
         alg = self.recipe.algorithm
         batch, fields, _ = self._model_batch(meta, needed, pad_to)
+        if masked is not None and any(masked):
+            rows_out = torch.zeros(batch.responses.shape[0], dtype=torch.bool)  # [B']
+            rows_out[: len(masked)] = torch.as_tensor(masked)
+            fields["response_mask"][rows_out] = 0.0
+            batch.response_mask[rows_out] = 0.0
         engine = self.engines[role]
         rows = batch.responses.shape[0]
         per_mb = max(rows // alg.minibatches, 1)
@@ -213,21 +240,22 @@ class TrainingWorker:
     def _global_normaliser(self, mask: Any) -> float:
         """Tokens (token-mean) or sequences (seq-mean-*) of the minibatch over all ranks."""
         from rlctl.algorithms.aggregation import loss_normalizer
-        from rlctl.engines.train.fsdp.engine import global_normaliser
+        from rlctl.engines.distributed import all_reduce_sum, group_device
 
         local = loss_normalizer(mask, self.recipe.algorithm.loss.agg)
-        # Summed over every rank, then divided by the ranks per DP group: model-parallel peers
-        # hold copies of the same shard (exact, since their shards are identical).
-        total = global_normaliser(local) * self.dp_size / self.world_size
+        # Summed over every rank (the default group: on the device its backend reduces on),
+        # then divided by the ranks per DP group: model-parallel peers hold copies of the same
+        # shard (exact, since their shards are identical).
+        total = all_reduce_sum(local, group_device()) * self.dp_size / self.world_size
         return max(total, 1.0)
 
     def score_partials(self, meta: KVBatchMeta) -> dict[str, mr.Partial]:
         """Score and per-reward partials of ``meta`` (validation: no advantages needed)."""
         if len(meta) == 0:
             return {}
-        from rlctl.trainer.worker.reward_sections import effective_rewards
+        from rlctl.trainer.worker.reward_sections import reward_fields
 
-        names = ["score"] + [f"reward/{r.name}" for r in effective_rewards(self.recipe, self.registry)]
+        names = ["score"] + reward_fields(self.recipe, self.registry)
         td = self.plane.kv_batch_get(list(meta.keys), meta.partition_id, names)
         partials = {
             ("critic/score" if n == "score" else n): mr.partial_of(td[n].float().reshape(-1).tolist())
@@ -267,14 +295,14 @@ class TrainingWorker:
         from rlctl.checkpoint import export_hf
         from rlctl.models.loading import load_tokenizer
 
-        engine = self.engines["actor"]
-        # Engines whose model is not a transformers one (megatron) expose the HF config.
-        config = getattr(engine, "hf_config", None) or engine.model.config
-        export_hf(state, config, load_tokenizer(self.recipe.model), out_dir)
+        export_hf(state, self.engines["actor"].hf_config, load_tokenizer(self.recipe.model),
+                  out_dir)
         return out_dir
+
+    def pid(self) -> int:
+        """This rank's process id; also the liveness check the controller sends a late rank."""
+        return os.getpid()
 
     def close(self) -> None:
         for engine in self.engines.values():
-            close = getattr(engine, "close", None)
-            if close is not None:
-                close()
+            engine.close()

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat
+from pydantic import Field, PositiveFloat
+
+from rlctl.config.strict import OptionsModel
 
 
-class NumericClosenessOptions(BaseModel):
-    """Options of the ``numeric_closeness`` reward."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+class NumericClosenessOptions(OptionsModel):
+    """Options of the ``numeric_closeness`` reward (strict types, finite numbers)."""
 
     tolerance: PositiveFloat = 2.0
     """Distance from the answer at which the score falls to 0 (linear in between)."""
@@ -23,10 +23,8 @@ class NumericClosenessOptions(BaseModel):
     """Score of a response that contains no number."""
 
 
-class MedianBaselineOptions(BaseModel):
+class MedianBaselineOptions(OptionsModel):
     """Options of the ``median_baseline`` advantage estimator."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     scale: Literal["none", "mad"] = "none"
     """Divide by the group's median absolute deviation (``mad``) or not (``none``)."""

@@ -97,7 +97,7 @@ class HFRolloutEngine:
 
     def __init__(self, spec: RolloutEngineSpec) -> None:
         self.spec = spec
-        self.options = HFRolloutOptions.model_validate(spec.recipe.engines.rollout.options)
+        self.options = spec.options_as(HFRolloutOptions)
         self.device = torch.device(spec.device)
         self.model: torch.nn.Module | None = None
         self._version = 0

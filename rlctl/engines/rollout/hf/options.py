@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, PositiveInt
+from pydantic import BaseModel, PositiveInt
+
+from rlctl.config.strict import STRICT_CONFIG
 
 
 class HFRolloutOptions(BaseModel):
     """How the transformers-``generate`` rollout engine batches requests."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = STRICT_CONFIG
 
     generation_batch_size: PositiveInt = 1024
     """Most sequences per ``generate`` call; bigger batches are split."""

@@ -3,7 +3,7 @@
 All HTTP traffic of an engine runs on one asyncio loop in a daemon thread that owns one
 ``aiohttp`` session (:class:`HTTPLoop`), so ``await engine.generate(...)`` works from any
 caller's event loop (the rollout worker makes a new one per step) and blocking helpers from plain
-code. :func:`post_json` is the one way requests are sent: every failure becomes a
+code. :func:`post_json` and :func:`fetch_json` send every request: every failure becomes a
 :class:`~rlctl.engines.rollout.server.process.ServerError` that names the server and, when this process
 started it, quotes its log.
 """
@@ -141,6 +141,28 @@ async def post_json(
                 f"POST {url} to server {replica.name} failed: {type(exc).__name__}: {exc}"
                 f"{replica.dead_suffix()}"
             ) from exc
+    return json.loads(text) if text else None
+
+
+async def fetch_json(
+    http: HTTPLoop, replica: Replica, path: str, *, timeout_s: float | None = None
+) -> Any:
+    """GET from one server (on ``http``'s loop); every failure names the server."""
+    url = replica.url + path
+    timeout = aiohttp.ClientTimeout(total=timeout_s) if timeout_s is not None else None
+    try:
+        async with http.semaphore, http.session.get(url, timeout=timeout) as resp:
+            text = await resp.text()
+            if resp.status != 200:
+                raise ServerError(
+                    f"server {replica.name} answered GET {path} with HTTP {resp.status}: "
+                    f"{text[:1000]}{replica.log_suffix()}"
+                )
+    except (TimeoutError, aiohttp.ClientError) as exc:
+        raise ServerError(
+            f"GET {url} to server {replica.name} failed: {type(exc).__name__}: {exc}"
+            f"{replica.dead_suffix()}"
+        ) from exc
     return json.loads(text) if text else None
 
 

@@ -1,12 +1,21 @@
 """What every server-mode rollout engine (``vllm``, ``sglang``) shares: replicas, seeds, lifecycle.
 
-A subclass says how to start one server (:meth:`ServerRolloutEngine.server_command`), how to
-ask it for one generation (:meth:`ServerRolloutEngine._generate_one`) and how to update its
-weights (:meth:`ServerRolloutEngine.update_weights`). This base starts the servers (or attaches
-to ``urls``), warms each one up, sends requests round-robin over the replicas from one HTTP
-loop (:class:`~rlctl.engines.rollout.server.client.HTTPLoop`), derives one seed per request (engine
-seed and a request counter, so a sequence of calls is reproducible however the server batches
-them), and stops everything it started on :meth:`close`.
+A subclass says how to start one server (:meth:`ServerRolloutEngine.server_command`) and how to
+ask it for one generation (:meth:`ServerRolloutEngine._generate_one`). This base starts the
+servers (or attaches to ``urls``), warms each one up, sends requests round-robin over the
+replicas from one HTTP loop (:class:`~rlctl.engines.rollout.server.client.HTTPLoop`), derives one
+seed per request (engine seed and a request counter, so a sequence of calls is reproducible
+however the server batches them), and stops everything it started on :meth:`close`.
+
+Weights are not the engine's business: a weight sync (``vllm``, ``sglang``) updates the servers
+through the engine's public surface, and nothing else of it:
+
+- :attr:`replicas` (URL, served model name, process), :attr:`workdir` (staging files);
+- :meth:`post` / :meth:`get` (one request to one server, errors naming it and quoting its
+  log), :meth:`on_replicas` (one call per replica at once, all awaited), :meth:`run` /
+  :meth:`schedule` (a coroutine on the engine's HTTP loop, blocking or not);
+- :meth:`check_names` (refuse names the served checkpoint lacks, before anything is sent) and
+  :meth:`stamp_version` (every later generation carries the new version).
 
 ``model.path = "tiny"`` is materialised into a temporary directory first (same seed as the
 actor, so version 0 is the actor's initial weights), because a server loads checkpoints from disk.
@@ -15,15 +24,22 @@ actor, so version 0 is the actor's initial weights), because a server loads chec
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import shutil
 import tempfile
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from rlctl.engines.rollout.contract import Generation, RolloutEngineSpec, SamplingParams
-from rlctl.engines.rollout.server.client import HTTPLoop, Replica, checkpoint_names, post_json
+from rlctl.engines.rollout.server.client import (
+    HTTPLoop,
+    Replica,
+    checkpoint_names,
+    fetch_json,
+    post_json,
+)
 from rlctl.engines.rollout.server.options import ServerOptions
 from rlctl.engines.rollout.server.process import (
     SERVED_MODEL_NAME,
@@ -35,6 +51,8 @@ from rlctl.engines.rollout.server.process import (
 
 if TYPE_CHECKING:
     import torch
+
+T = TypeVar("T")
 
 
 class ServerRolloutEngine(ABC):
@@ -51,7 +69,7 @@ class ServerRolloutEngine(ABC):
 
     def __init__(self, spec: RolloutEngineSpec) -> None:
         self.spec = spec
-        self.options: Any = self.options_model.model_validate(spec.recipe.engines.rollout.options)
+        self.options: Any = spec.options_as(self.options_model)
         self._version = 0
         self._calls = 0  # requests issued so far: derives per-request seeds
         self._turn = 0  # round-robin position (only touched on the HTTP loop's thread)
@@ -60,7 +78,6 @@ class ServerRolloutEngine(ABC):
         self._workdir: Path | None = None
         self._model_path: str | None = None
         self._known_names: set[str] | None = None  # parameter names of the served checkpoint
-        self.last_update_s = 0.0
 
     # ------------------------------------------------------------------ subclass interface
     @abstractmethod
@@ -81,10 +98,6 @@ class ServerRolloutEngine(ABC):
     @abstractmethod
     async def _generate_one(self, prompt_ids: list[int], s: SamplingParams, seed: int) -> Generation:
         """One request on the next replica -> a :class:`Generation` stamped with the version."""
-
-    @abstractmethod
-    def update_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
-        """Load full weights (HF names) into every server and stamp ``version``."""
 
     # ------------------------------------------------------------------ setup
     def load(self) -> None:
@@ -220,7 +233,7 @@ class ServerRolloutEngine(ABC):
         self._turn += 1
         return replica
 
-    # ------------------------------------------------------------------ weights helpers
+    # ------------------------------------------------------------------ for weight syncs
     def check_names(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
         """Refuse names the served checkpoint lacks: servers raise on unknown parameter names
         (vLLM's worker then dies, measured), so catch them here, before anything is sent."""
@@ -236,14 +249,34 @@ class ServerRolloutEngine(ABC):
                 "them. Export the actor's full state dict with Hugging Face parameter names"
             )
 
-    def run_on_replicas(self, update: Any) -> None:
-        """Run ``update(replica)`` (a coroutine function) on every replica at once; blocking."""
-        http = self.require_http()
+    def stamp_version(self, version: int) -> None:
+        """Stamp ``version`` on every later generation: a weight sync calls it once every
+        server runs the weights of ``version``."""
+        self._version = int(version)
 
-        async def all_replicas() -> None:
-            await asyncio.gather(*(update(r) for r in self._replicas))
+    def on_replicas(self, call: Callable[[Replica], Coroutine[Any, Any, T]]) -> list[T]:
+        """Run ``call(replica)`` on every replica at once; wait for all, then raise the first
+        error (blocking). Waiting for all, not failing fast, keeps the servers in step: the
+        next request of a sync never reaches a server still busy with the previous one."""
 
-        http.run(all_replicas())
+        async def every() -> list[Any]:
+            return list(await asyncio.gather(*(call(r) for r in self._replicas),
+                                             return_exceptions=True))
+
+        results = self.run(every())
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            raise errors[0]
+        return results
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the engine's HTTP loop and block until it is done."""
+        return self.require_http().run(coro)
+
+    def schedule(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Start ``coro`` on the engine's HTTP loop without waiting (this thread goes on, e.g.
+        to join a process group the servers are joining through that request)."""
+        return asyncio.run_coroutine_threadsafe(coro, self.require_http().loop)
 
     # ------------------------------------------------------------------ resumable state
     def state_dict(self) -> dict[str, int]:
@@ -259,8 +292,14 @@ class ServerRolloutEngine(ABC):
             raise RuntimeError(f"{type(self).__name__} used before load(): call load() first")
         return self._http
 
-    async def _post(
-        self, replica: Replica, path: str, body: dict[str, Any] | None, *, timeout_s: float | None = None
+    async def post(
+        self, replica: Replica, path: str, body: dict[str, Any] | None = None, *,
+        timeout_s: float | None = None,
     ) -> Any:
-        """POST to one server; every failure names the server and, if we started it, its log."""
+        """POST JSON to one server and return its JSON answer (on the HTTP loop); every failure
+        is a ``ServerError`` naming the server and, if this engine started it, quoting its log."""
         return await post_json(self.require_http(), replica, path, body, timeout_s=timeout_s)
+
+    async def get(self, replica: Replica, path: str, *, timeout_s: float | None = None) -> Any:
+        """GET JSON from one server (on the HTTP loop); failures as for :meth:`post`."""
+        return await fetch_json(self.require_http(), replica, path, timeout_s=timeout_s)

@@ -61,9 +61,16 @@ def install_command(engine: str) -> str:
 def engine_python(engine: str, configured: str | None = None) -> str:
     """The interpreter that starts ``engine``'s server (see the module docstring for the order)."""
     if configured:
-        return configured
-    explicit = os.environ.get(f"RLCTL_{engine.upper()}_PYTHON")
+        return configured  # checked when the recipe was validated (ServerOptions.python)
+    variable = f"RLCTL_{engine.upper()}_PYTHON"
+    explicit = os.environ.get(variable)
     if explicit:
+        from rlctl.engines.rollout.server.options import interpreter_problem
+
+        problem = interpreter_problem(explicit)
+        if problem is not None:
+            raise EngineEnvError(
+                f"{variable}: {problem}; set it to the absolute path of an interpreter")
         return explicit
     built = built_env_python(engine)
     if built is not None:
@@ -82,14 +89,13 @@ def missing_env_message(backend: str, options: object) -> str | None:
     """Why ``backend`` cannot start its servers on this machine, or ``None`` when it can.
 
     ``options`` is the engine's validated options model (it has ``urls`` and ``python``):
-    attached servers (``urls``) and a named interpreter need no env from here.
+    attached servers (``urls``) need no env; a named interpreter was checked when the recipe
+    was validated, ``RLCTL_<ENGINE>_PYTHON`` and a built env by :func:`engine_python`.
     """
     if backend not in ENV_NAMES or getattr(options, "urls", None):
         return None
     try:
-        python = engine_python(backend, getattr(options, "python", None))
+        engine_python(backend, getattr(options, "python", None))
     except EngineEnvError as exc:
         return str(exc)
-    if not Path(python).exists():
-        return f"the interpreter {python!r} for the {backend} rollout engine does not exist"
     return None

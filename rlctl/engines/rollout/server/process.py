@@ -16,7 +16,6 @@ import os
 import re
 import shlex
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -79,13 +78,6 @@ _ORPHAN_GUARD = (
 _SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlctl-server-spawner")
 
 
-def free_port() -> int:
-    """A TCP port that is free on 127.0.0.1 right now (the server binds it a moment later)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def read_log_tail(path: Path, lines: int = 40, max_bytes: int = 64_000) -> str:
     """The last ``lines`` lines of a log file (reads at most ``max_bytes`` from its end)."""
     try:
@@ -144,7 +136,7 @@ def live_group_members(pgid: int) -> list[int]:
     return members
 
 
-def _kill_group(popen: subprocess.Popen[bytes], grace_s: float) -> None:
+def kill_group(popen: subprocess.Popen, grace_s: float) -> None:  # type: ignore[type-arg]
     """SIGTERM the process group, wait ``grace_s``, then SIGKILL what is left; reap the parent.
 
     Also used as a ``weakref.finalize`` callback, so it must not reference the server object.
@@ -221,7 +213,7 @@ class ServerProcess:
                     "`rlctl engines install ENGINE`"
                 ) from exc
         # Reaped even if the owner forgets stop(): on garbage collection and at exit.
-        self._finalizer = weakref.finalize(self, _kill_group, self.popen, 5.0)
+        self._finalizer = weakref.finalize(self, kill_group, self.popen, 5.0)
 
     def wait_healthy(self, timeout_s: float, poll_s: float = 0.25) -> None:
         """Block until ``GET health_path`` answers 200; on death or timeout stop it and raise."""
@@ -256,7 +248,7 @@ class ServerProcess:
             return
         if self._finalizer is not None:
             self._finalizer.detach()
-        _kill_group(self.popen, grace_s)
+        kill_group(self.popen, grace_s)
 
     def log_tail(self, lines: int = 40) -> str:
         return read_log_tail(self.log_path, lines)

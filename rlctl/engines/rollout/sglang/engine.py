@@ -19,30 +19,24 @@ version, and every answer carries the version the server generated with
 (``meta_info.weight_version``). A generation whose version is not the one the engine expects
 fails loudly instead of feeding stale samples to the trainer.
 
-Weight sync: :meth:`SGLangRolloutEngine.update_weights` runs the transport chosen in
-``[engines.rollout.options] weight_sync`` (``tensor`` by default; see
-:mod:`rlctl.engines.rollout.sglang.weight_sync`).
+Weight sync: the ``sglang`` weight sync (:mod:`rlctl.engines.rollout.sglang.weight_sync`, options
+in ``[engines.rollout.weight_sync_options]``) owns every update and drives it through the
+public surface of :class:`~rlctl.engines.rollout.server.engine.ServerRolloutEngine`; it calls
+:meth:`SGLangRolloutEngine.stamp_version` once every server reports the new version.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from rlctl.engines.rollout.contract import Generation, SamplingParams
 from rlctl.engines.rollout.server.client import Replica, get_json
-from rlctl.engines.rollout.server.process import ServerCommand, ServerError
 from rlctl.engines.rollout.server.engine import ServerRolloutEngine
+from rlctl.engines.rollout.server.process import ServerCommand, ServerError
 from rlctl.engines.rollout.sglang.options import SGLangOptions
 from rlctl.engines.rollout.sglang.server import HEALTH_PATH, sglang_server_command
-
-if TYPE_CHECKING:
-    import torch
-
-    from rlctl.engines.rollout.sglang.weight_sync import SGLangWeightUpdater
-    from rlctl.plugins.weight_syncs import SGLangWeightSyncOptions
 
 
 class SGLangRolloutEngine(ServerRolloutEngine):
@@ -57,7 +51,6 @@ class SGLangRolloutEngine(ServerRolloutEngine):
         # What each server calls our version 0: attached servers keep their own label
         # (``default`` unless started with --weight-version); later versions are str(version).
         self._initial_labels: dict[str, str] = {}
-        self._updater: SGLangWeightUpdater | None = None
         self._vocab_size: int | None = None  # of the checkpoint we serve (None when attached)
 
     # ------------------------------------------------------------------ servers
@@ -86,13 +79,19 @@ class SGLangRolloutEngine(ServerRolloutEngine):
 
     async def _warm_up(self, replica: Replica) -> None:
         body = {"input_ids": [0], "sampling_params": {"max_new_tokens": 1, "temperature": 0.0}}
-        await self._post(replica, "/generate", body)
+        await self.post(replica, "/generate", body)
 
     def version_label(self, replica: Replica, version: int) -> str:
         """The ``weight_version`` string ``replica`` reports while it serves ``version``."""
         if version == 0:
             return self._initial_labels.get(replica.url, "0")
         return str(version)
+
+    def stamp_version(self, version: int) -> None:
+        """Stamp ``version`` on later generations; every server now answers ``str(version)``
+        (a weight sync passed it), attached ones too: their initial labels are gone."""
+        self._initial_labels.clear()
+        super().stamp_version(version)
 
     # ------------------------------------------------------------------ generation
     async def _generate_one(self, prompt_ids: list[int], s: SamplingParams, seed: int) -> Generation:
@@ -120,7 +119,7 @@ class SGLangRolloutEngine(ServerRolloutEngine):
         }
         if s.stop_token_ids:  # a tool loop ends the turn at a call (the token is kept)
             body["sampling_params"]["stop_token_ids"] = list(s.stop_token_ids)
-        data = await self._post(replica, "/generate", body)
+        data = await self.post(replica, "/generate", body)
         try:
             meta = data["meta_info"]
             token_ids = [int(t) for t in data["output_ids"]]
@@ -147,37 +146,3 @@ class SGLangRolloutEngine(ServerRolloutEngine):
                 "it or someone else updated it; these samples would be off-policy"
             )
         return Generation(token_ids=token_ids, log_probs=log_probs, finish_reason=finish, weight_version=version)
-
-    # ------------------------------------------------------------------ weights
-    def update_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
-        """Load full weights (HF names) into every server with the configured transport."""
-        from rlctl.plugins.weight_syncs import SGLangWeightSyncOptions
-
-        self.update_weights_with(SGLangWeightSyncOptions(), state_dict, version)
-
-    def update_weights_with(
-        self, sync: SGLangWeightSyncOptions, state_dict: Mapping[str, torch.Tensor], version: int
-    ) -> None:
-        """Load ``state_dict`` with the weight-sync options ``sync``, overridden by the fields set
-        in ``[engines.rollout.options] weight_sync``; stamp ``version``."""
-        from rlctl.engines.rollout.sglang.weight_sync import SGLangWeightUpdater
-
-        if not state_dict:
-            raise ValueError(
-                "sglang weight update got an empty state dict: with several training ranks only "
-                "rank 0 holds the full weights; sync from rank 0"
-            )
-        self.check_names(state_dict, version)
-        overrides = self.options.weight_sync.model_dump(exclude_unset=True)
-        effective = sync.model_validate({**sync.model_dump(), **overrides})
-        if self._updater is None:
-            self._updater = SGLangWeightUpdater(self)
-        self._updater.update(effective, state_dict, int(version))
-        self._version = int(version)
-
-    def close(self) -> None:
-        """Leave the weight-update group (while the servers still run), then stop everything."""
-        if self._updater is not None:
-            updater, self._updater = self._updater, None
-            updater.close()
-        super().close()

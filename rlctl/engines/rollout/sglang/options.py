@@ -1,17 +1,42 @@
-"""Options of the ``sglang`` rollout engine (``[engines.rollout.options]``); no torch import.
+"""Options of the ``sglang`` rollout engine and of its ``sglang`` weight sync; no torch import.
 
-The engine runs SGLang's native HTTP server (``python -m sglang.launch_server``) as a
-subprocess, usually from its own Python environment (``python``: SGLang pins torch 2.14.1 and
-transformers 5.19; build one with ``rlctl engines install sglang``), or attaches to
-servers already running (``urls``).
+The engine (``[engines.rollout.options]``, :class:`SGLangOptions`) runs SGLang's native HTTP
+server (``python -m sglang.launch_server``) as a subprocess, usually from its own Python
+environment (``python``: SGLang pins torch 2.14.1 and transformers 5.19; build one with
+``rlctl engines install sglang``), or attaches to servers already running (``urls``).
+The weight sync's options are ``[engines.rollout.weight_sync_options]``
+(:class:`SGLangWeightSyncOptions`).
 """
 
 from __future__ import annotations
 
-from pydantic import Field, PositiveInt
+from typing import Literal
 
+from pydantic import BaseModel, Field, PositiveInt
+
+from rlctl.config.strict import STRICT_CONFIG
 from rlctl.engines.rollout.server.options import ServerOptions
-from rlctl.plugins.weight_syncs import SGLangWeightSyncOptions
+
+
+class SGLangWeightSyncOptions(BaseModel):
+    """Options of the ``sglang`` weight sync (``[engines.rollout.weight_sync_options]``)."""
+
+    model_config = STRICT_CONFIG
+
+    transport: Literal["disk", "tensor", "distributed"] = "tensor"
+    """``/update_weights_from_disk``, ``..._from_tensor`` or ``..._from_distributed``."""
+    bucket_mb: PositiveInt = 512
+    """Tensors are sent in buckets of about this size (``tensor``, ``distributed``)."""
+    flush_cache: bool = True
+    """Flush the radix cache after the update (stale KV entries)."""
+    timeout_s: float = Field(300.0, gt=0)
+    """Seconds an update (and joining the ``distributed`` group) may take before it fails."""
+    group_backend: Literal["auto", "gloo", "nccl"] = "auto"
+    """``distributed``: process-group backend; ``auto`` = nccl on GPU, gloo on CPU."""
+    master_address: str = "127.0.0.1"
+    """``distributed``: address the servers use to reach this process (rank 0 of the group)."""
+    staging_dir: str | None = None
+    """``disk``: directory servers read the safetensors file from; ``None`` = a temporary one."""
 
 
 class SGLangOptions(ServerOptions):
@@ -38,8 +63,5 @@ class SGLangOptions(ServerOptions):
     """Most requests in flight at once from this engine (all replicas together)."""
     log_dir: str | None = None
     """Directory for the servers' log files; ``None`` = a temporary directory."""
-    weight_sync: SGLangWeightSyncOptions = SGLangWeightSyncOptions()
-    """Weight-sync options (transport...); the fields set here override the ``sglang`` weight
-    sync's own, since the recipe has no section for weight-sync options yet."""
     env: dict[str, str] = Field(default_factory=dict)
     """Extra environment variables for the server processes (e.g. ``SGLANG_CPU_OMP_THREADS_BIND``)."""

@@ -16,9 +16,9 @@ from rlctl.engines.rollout.server.process import (
     PYTHON_ENV_VARS,
     SERVED_MODEL_NAME,
     ServerCommand,
-    free_port,
 )
 from rlctl.engines.rollout.sglang.options import SGLangOptions
+from rlctl.ports import free_port
 
 __all__ = ["CPU_MAX_TOTAL_TOKENS", "HEALTH_PATH", "sglang_server_command"]
 

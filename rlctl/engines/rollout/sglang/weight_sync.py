@@ -23,25 +23,34 @@
 (SGLang 0.5.23 refuses them otherwise). Every update passes ``weight_version`` and
 ``flush_cache`` (radix-cache KV computed by the old weights must not be reused), and afterwards
 each server must report the new version in ``GET /model_info``.
+
+Options: ``[engines.rollout.weight_sync_options]``
+(:class:`~rlctl.engines.rollout.sglang.options.SGLangWeightSyncOptions`). The sync owns its
+state (the ``distributed`` group) and uses only the engine's public surface (``replicas``,
+``post`` / ``get``, ``on_replicas``, ``run`` / ``schedule``, ``check_names``,
+``stamp_version``); :meth:`SGLangWeightSync.close` leaves the group while the servers run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import concurrent.futures
 import contextlib
 import io
 import os
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlctl.engines.rollout.server.client import Replica, get_json
-from rlctl.engines.rollout.server.process import ServerError, free_port
-from rlctl.plugins.weight_syncs import SGLangWeightSyncOptions
+from rlctl.engines.rollout.buckets import buckets, cpu_tensors, with_last
+from rlctl.engines.rollout.server.client import Replica
+from rlctl.engines.rollout.server.process import ServerError
+from rlctl.engines.rollout.sglang.options import SGLangWeightSyncOptions
+from rlctl.ports import free_port
 
 if TYPE_CHECKING:
     import torch
@@ -49,37 +58,7 @@ if TYPE_CHECKING:
     from rlctl.engines.rollout.sglang.engine import SGLangRolloutEngine
 
 Bucket = list[tuple[str, "torch.Tensor"]]
-
-
-class SGLangWeightSync:
-    """The registered ``sglang`` weight sync: ``sync(weights, engine, version)``."""
-
-    def __init__(self, options: SGLangWeightSyncOptions | None = None) -> None:
-        self.options = options or SGLangWeightSyncOptions()
-
-    def __call__(self, weights: Mapping[str, torch.Tensor], rollout: Any, version: int) -> None:
-        if not weights:
-            raise ValueError("sglang weight sync got an empty state dict: export from training rank 0")
-        rollout.update_weights_with(self.options, weights, version)
-
-
-def make_buckets(state_dict: Mapping[str, torch.Tensor], bucket_bytes: int) -> list[Bucket]:
-    """Split ``state_dict`` into lists of about ``bucket_bytes`` (a bigger tensor gets its own).
-
-    Tensors are copied to fresh contiguous CPU tensors: the ``tensor`` transport moves their
-    storage into shared memory, which must not happen to the actor's own parameters.
-    """
-    buckets: list[Bucket] = [[]]
-    size = 0
-    for name, tensor in state_dict.items():
-        t = tensor.detach().to("cpu", copy=True).contiguous()
-        nbytes = t.numel() * t.element_size()
-        if buckets[-1] and size + nbytes > bucket_bytes:
-            buckets.append([])
-            size = 0
-        buckets[-1].append((name, t))
-        size += nbytes
-    return buckets
+ReplicaCall = Callable[[Replica], Coroutine[Any, Any, None]]
 
 
 def serialize_bucket(bucket: Bucket) -> str:
@@ -102,153 +81,186 @@ def dtype_name(t: torch.Tensor) -> str:
     return str(t.dtype).removeprefix("torch.")  # SGLang does getattr(torch, name)
 
 
-class SGLangWeightUpdater:
-    """Runs updates for one engine and owns the ``distributed`` group across updates."""
+class SGLangWeightSync:
+    """The registered ``sglang`` weight sync: ``sync(weights, engine, version)``."""
 
-    def __init__(self, engine: SGLangRolloutEngine) -> None:
-        self.engine = engine
+    def __init__(self, options: SGLangWeightSyncOptions | None = None) -> None:
+        self.options = options or SGLangWeightSyncOptions()
         self._group: Any = None  # torch ProcessGroup of the ``distributed`` transport
         self._group_name: str | None = None
+        self._group_engine: SGLangRolloutEngine | None = None  # whose servers are in the group
+        self.last_update_s = 0.0
+        """Seconds the last sync took (first request to version check)."""
 
     # ------------------------------------------------------------------ entry point
-    def update(self, sync: SGLangWeightSyncOptions, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
+    def __call__(self, weights: Mapping[str, torch.Tensor], engine: SGLangRolloutEngine,
+                 version: int) -> None:
+        if not weights:
+            raise ValueError(
+                "sglang weight sync got an empty state dict: with several training ranks only "
+                "rank 0 holds the full weights; sync from rank 0"
+            )
+        engine.check_names(weights, version)
+        sync = self.options
         started = time.monotonic()
-        transport = {"tensor": self._tensor, "distributed": self._distributed, "disk": self._disk}[sync.transport]
+        transport = {"tensor": self._tensor, "distributed": self._distributed,
+                     "disk": self._disk}[sync.transport]
         try:
-            transport(sync, state_dict, version)
-            self._check_versions(version)
+            transport(engine, weights, int(version))
+            self._check_versions(engine, int(version))
         except ServerError as exc:
-            raise ServerError(f"weight update to version {version} ({sync.transport} transport) failed: {exc}") from exc
-        self.engine._initial_labels.clear()  # every server now answers str(version)
-        self.engine.last_update_s = time.monotonic() - started
+            raise ServerError(
+                f"weight update to version {version} ({sync.transport} transport) failed: {exc}"
+            ) from exc
+        engine.stamp_version(version)
+        self.last_update_s = time.monotonic() - started
 
-    def _check_versions(self, version: int) -> None:
-        for replica in self.engine.replicas:
-            reported = str(get_json(replica.url + "/model_info").get("weight_version"))
+    def _check_versions(self, engine: SGLangRolloutEngine, version: int) -> None:
+        async def check(replica: Replica) -> None:
+            info = await engine.get(replica, "/model_info", timeout_s=self.options.timeout_s)
+            reported = str((info or {}).get("weight_version"))
             if reported != str(version):
                 raise ServerError(
                     f"server {replica.name} reports weight version {reported!r} after the update "
                     f"to {version}: the update did not take effect{replica.log_suffix()}"
                 )
 
+        engine.on_replicas(check)
+
     # ------------------------------------------------------------------ HTTP helpers
-    def _all(self, path: str, body: dict[str, Any] | None, timeout_s: float) -> Any:
-        """An awaitable that POSTs ``body`` to every replica and checks ``success``."""
+    @staticmethod
+    def _call(engine: SGLangRolloutEngine, path: str, body: dict[str, Any] | None,
+              timeout_s: float) -> ReplicaCall:
+        """POST ``body`` to one replica and check SGLang's ``success`` flag."""
 
         async def one(replica: Replica) -> None:
-            answer = await self.engine._post(replica, path, body, timeout_s=timeout_s)
+            answer = await engine.post(replica, path, body, timeout_s=timeout_s)
             if isinstance(answer, dict) and answer.get("success") is False:
-                raise ServerError(f"server {replica.name} refused POST {path}: {answer.get('message')}")
+                raise ServerError(
+                    f"server {replica.name} refused POST {path}: {answer.get('message')}")
 
-        async def every() -> None:
-            await asyncio.gather(*(one(r) for r in self.engine.replicas))
+        return one
 
-        return every()
+    def _all(self, engine: SGLangRolloutEngine, path: str, body: dict[str, Any] | None,
+             timeout_s: float | None = None) -> None:
+        """POST ``body`` to every replica (blocking), each answer checked."""
+        engine.on_replicas(self._call(engine, path, body, timeout_s or self.options.timeout_s))
 
-    def _run(self, coro: Any) -> Any:
-        return self.engine.require_http().run(coro)
-
-    def _in_session(self, sync: SGLangWeightSyncOptions, send: Any) -> None:
+    def _in_session(self, engine: SGLangRolloutEngine, send: Callable[[], None]) -> None:
         """``send()`` between ``/begin_weight_update`` and ``/end_weight_update`` on every replica."""
-        self._run(self._all("/begin_weight_update", {"selector": "all"}, sync.timeout_s))
+        self._all(engine, "/begin_weight_update", {"selector": "all"})
         try:
             send()
         except BaseException:
             # Close the session, but report the failure that matters, not this one.
             with contextlib.suppress(ServerError):
-                self._run(self._all("/end_weight_update", {}, sync.timeout_s))
+                self._all(engine, "/end_weight_update", {})
             raise
-        self._run(self._all("/end_weight_update", {}, sync.timeout_s))
+        self._all(engine, "/end_weight_update", {})
 
-    @staticmethod
-    def _update_body(sync: SGLangWeightSyncOptions, version: int, last: bool) -> dict[str, Any]:
+    def _update_body(self, version: int, last: bool) -> dict[str, Any]:
         # The version (and the cache flush) go with the last bucket, once the weights are whole.
         return {
-            "flush_cache": sync.flush_cache and last,
+            "flush_cache": self.options.flush_cache and last,
             "weight_version": str(version) if last else None,
             "abort_all_requests": False,
         }
 
     # ------------------------------------------------------------------ transports
-    def _tensor(self, sync: SGLangWeightSyncOptions, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
-        buckets = make_buckets(state_dict, sync.bucket_mb << 20)
-        tp = self.engine.options.tensor_parallel_size
+    def _buckets(self, weights: Mapping[str, torch.Tensor]) -> Any:
+        """``(bucket, is_last)``, made as they are sent (two buckets of copies at most, one
+        looked ahead). Copies: the ``tensor`` transport moves a bucket's storage into shared
+        memory, which must not happen to the actor's own tensors."""
+        made = buckets(weights, self.options.bucket_mb << 20, copy=True)
+        return with_last(list(b.items()) for b in made)
+
+    def _tensor(self, engine: SGLangRolloutEngine, weights: Mapping[str, torch.Tensor],
+                version: int) -> None:
+        tp = engine.options.tensor_parallel_size
 
         def send() -> None:
-            for i, bucket in enumerate(buckets):
+            for bucket, last in self._buckets(weights):
                 payload = serialize_bucket(bucket)  # `bucket` keeps the shared memory alive
                 body = {"serialized_named_tensors": [payload] * tp,  # one entry per TP rank
-                        **self._update_body(sync, version, i == len(buckets) - 1)}
-                self._run(self._all("/update_weights_from_tensor", body, sync.timeout_s))
+                        **self._update_body(version, last)}
+                self._all(engine, "/update_weights_from_tensor", body)
 
-        self._in_session(sync, send)
+        self._in_session(engine, send)
 
-    def _disk(self, sync: SGLangWeightSyncOptions, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
+    def _disk(self, engine: SGLangRolloutEngine, weights: Mapping[str, torch.Tensor],
+              version: int) -> None:
         from safetensors.torch import save_file
 
-        staging = Path(sync.staging_dir) if sync.staging_dir else self.engine.workdir / "weights"
+        options = self.options
+        staging = Path(options.staging_dir) if options.staging_dir else engine.workdir / "weights"
         staging.mkdir(parents=True, exist_ok=True)
-        # One bucket of copies: tied weights that share storage would be refused by safetensors.
-        tensors = dict(make_buckets(state_dict, 1 << 62)[0])
         tmp = staging / ".model.safetensors.tmp"
-        save_file(tensors, str(tmp))
+        save_file(dict(cpu_tensors(weights)), str(tmp))  # tied weights made separate
         os.replace(tmp, staging / "model.safetensors")  # the server loads every *.safetensors there
-        body = {"model_path": str(staging), **self._update_body(sync, version, True)}
-        self._run(self._all("/update_weights_from_disk", body, sync.timeout_s))
+        body = {"model_path": str(staging), **self._update_body(version, True)}
+        self._all(engine, "/update_weights_from_disk", body)
 
-    def _distributed(self, sync: SGLangWeightSyncOptions, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
+    def _distributed(self, engine: SGLangRolloutEngine, weights: Mapping[str, torch.Tensor],
+                     version: int) -> None:
+        if self._group is not None and self._group_engine is not engine:
+            self.close()  # another engine's servers: leave their group, join this one's
         if self._group is None:
-            self._join_group(sync)
-        buckets = make_buckets(state_dict, sync.bucket_mb << 20)
-        device = self.engine.spec.device if self._backend(sync) == "nccl" else "cpu"
+            self._join_group(engine)
+        device = engine.spec.device if self._backend(engine) == "nccl" else "cpu"
 
         def send() -> None:
-            for i, bucket in enumerate(buckets):
+            for bucket, last in self._buckets(weights):
                 body = {
                     "names": [n for n, _ in bucket],
                     "dtypes": [dtype_name(t) for _, t in bucket],
                     "shapes": [list(t.shape) for _, t in bucket],
                     "group_name": self._group_name,
-                    **self._update_body(sync, version, i == len(buckets) - 1),
+                    **self._update_body(version, last),
                 }
-                self._broadcast_while(sync, body, [t.to(device) for _, t in bucket])
+                self._broadcast_while(engine, body, [t.to(device) for _, t in bucket])
 
         try:
-            self._in_session(sync, send)
+            self._in_session(engine, send)
         except BaseException:
             self._drop_group()  # a broadcast may have been cut halfway: rejoin next time
             raise
 
     # ------------------------------------------------------------------ the distributed group
-    def _backend(self, sync: SGLangWeightSyncOptions) -> str:
-        if sync.group_backend != "auto":
-            return sync.group_backend
-        return "nccl" if self.engine.spec.device.startswith("cuda") else "gloo"
+    def _backend(self, engine: SGLangRolloutEngine) -> str:
+        if self.options.group_backend != "auto":
+            return self.options.group_backend
+        return "nccl" if engine.spec.device.startswith("cuda") else "gloo"
 
-    def _join_group(self, sync: SGLangWeightSyncOptions) -> None:
+    def _join_group(self, engine: SGLangRolloutEngine) -> None:
         """Make the group: the servers join from their side while this process joins as rank 0."""
-        replicas = self.engine.replicas
-        tp = self.engine.options.tensor_parallel_size
+        sync = self.options
+        replicas = engine.replicas
+        tp = engine.options.tensor_parallel_size
         world_size = 1 + tp * len(replicas)
         port, name = free_port(), f"rlctl-sglang-{uuid.uuid4().hex[:12]}"
-        http = self.engine.require_http()
+        backend = self._backend(engine)
 
         async def join(replica: Replica, offset: int) -> None:
-            body = {"master_address": sync.master_address, "master_port": port, "rank_offset": offset,
-                    "world_size": world_size, "group_name": name, "backend": self._backend(sync)}
-            answer = await self.engine._post(replica, "/init_weights_update_group", body, timeout_s=sync.timeout_s)
+            body = {"master_address": sync.master_address, "master_port": port,
+                    "rank_offset": offset, "world_size": world_size, "group_name": name,
+                    "backend": backend}
+            answer = await engine.post(replica, "/init_weights_update_group", body,
+                                       timeout_s=sync.timeout_s)
             if isinstance(answer, dict) and answer.get("success") is False:
-                raise ServerError(f"server {replica.name} could not join the weight-update group: {answer.get('message')}")
+                raise ServerError(f"server {replica.name} could not join the weight-update "
+                                  f"group: {answer.get('message')}")
 
         # The servers' calls block until every rank has joined: they run on the HTTP loop while
         # this thread joins as rank 0.
-        joins = [asyncio.run_coroutine_threadsafe(join(r, 1 + i * tp), http.loop) for i, r in enumerate(replicas)]
+        joins = [engine.schedule(join(r, 1 + i * tp)) for i, r in enumerate(replicas)]
         try:
-            group = new_group_as_rank0(sync.master_address, port, world_size, name, self._backend(sync), sync.timeout_s)
+            group = new_group_as_rank0(sync.master_address, port, world_size, name, backend,
+                                       sync.timeout_s)
         except Exception as exc:
             for j in joins:
                 j.cancel()
-            errors = [str(j.exception()) for j in joins if j.done() and not j.cancelled() and j.exception()]
+            errors = [str(j.exception()) for j in joins
+                      if j.done() and not j.cancelled() and j.exception()]
             raise ServerError(
                 f"this process could not make the weight-update group {name} with "
                 f"{', '.join(r.name for r in replicas)} within {sync.timeout_s:.0f} s: "
@@ -256,26 +268,32 @@ class SGLangWeightUpdater:
             ) from exc
         for j in joins:
             j.result(timeout=sync.timeout_s)
-        self._group, self._group_name = group, name
+        self._group, self._group_name, self._group_engine = group, name, engine
 
-    def _broadcast_while(self, sync: SGLangWeightSyncOptions, body: dict[str, Any], tensors: list[torch.Tensor]) -> None:
+    def _broadcast_while(self, engine: SGLangRolloutEngine, body: dict[str, Any],
+                         tensors: list[torch.Tensor]) -> None:
         """Broadcast ``tensors`` (rank 0) while the servers' ``update_weights_from_distributed``
         request is in flight; a server that refuses the request fails this at once, not at the
         group's timeout."""
         import torch.distributed as dist
 
-        request = asyncio.run_coroutine_threadsafe(
-            self._all("/update_weights_from_distributed", body, sync.timeout_s), self.engine.require_http().loop
-        )
+        timeout_s = self.options.timeout_s
+        call = self._call(engine, "/update_weights_from_distributed", body, timeout_s)
+
+        async def every() -> None:
+            await asyncio.gather(*(call(r) for r in engine.replicas))
+
+        request: concurrent.futures.Future[None] = engine.schedule(every())
         works = [dist.broadcast(t, src=0, group=self._group, async_op=True) for t in tensors]
-        deadline = time.monotonic() + sync.timeout_s
+        deadline = time.monotonic() + timeout_s
         while not all(w.is_completed() for w in works):
             if request.done() and request.exception() is not None:
                 raise request.exception()  # type: ignore[misc]
             if time.monotonic() > deadline:
                 request.cancel()
                 raise ServerError(
-                    f"broadcasting {len(tensors)} tensors to the servers took more than {sync.timeout_s:.0f} s"
+                    f"broadcasting {len(tensors)} tensors to the servers took more than "
+                    f"{timeout_s:.0f} s"
                 )
             time.sleep(0.005)
         for w in works:
@@ -283,7 +301,7 @@ class SGLangWeightUpdater:
         request.result(timeout=max(1.0, deadline - time.monotonic()))
 
     def _drop_group(self) -> None:
-        group, self._group = self._group, None
+        group, self._group, self._group_engine = self._group, None, None
         if group is not None:
             import torch.distributed as dist
 
@@ -291,34 +309,44 @@ class SGLangWeightUpdater:
                 dist.destroy_process_group(group)
 
     def close(self) -> None:
-        """Leave the group on both sides (servers that are gone are skipped)."""
-        if self._group is None:
+        """Leave the ``distributed`` group on both sides; call it before the engine closes
+        (servers that are gone, or an engine already closed, are skipped)."""
+        engine = self._group_engine
+        if self._group is None or engine is None:
             return
         with contextlib.suppress(Exception):
-            live = [r for r in self.engine.replicas if r.process is None or r.process.alive()]
-            if live and self.engine._http is not None:
-                self._run(self._all("/destroy_weights_update_group", {"group_name": self._group_name}, 30.0))
+            live = [r for r in engine.replicas if r.process is None or r.process.alive()]
+            if live:
+                body = {"group_name": self._group_name}
+                engine.on_replicas(self._call(engine, "/destroy_weights_update_group", body, 30.0))
         self._drop_group()
 
 
-def new_group_as_rank0(address: str, port: int, world_size: int, name: str, backend: str, timeout_s: float) -> Any:
+def new_group_as_rank0(address: str, port: int, world_size: int, name: str, backend: str,
+                       timeout_s: float) -> Any:
     """A process group in which this process is rank 0, built exactly as SGLang builds its side
     (``sglang.srt.utils.common.init_custom_process_group``): TCP rendezvous, a store prefixed
-    with the group name, torch's own group constructor. It is not the default group."""
+    with the group name, torch's own group constructor. It is not the default group. The
+    store listens on ``address`` only (``master_address``, 127.0.0.1 by default)."""
     from torch.distributed.distributed_c10d import (
         Backend,
         PrefixStore,
         _new_process_group_helper,
         _world,
-        rendezvous,
     )
 
+    from rlctl.engines.rendezvous import keep_collectives_local, tcp_store
+
     timeout = timedelta(seconds=timeout_s)
-    store, rank, world = next(rendezvous(f"tcp://{address}:{port}", 0, world_size, timeout=timeout))
+    keep_collectives_local(address)
+    # The store ``rendezvous("tcp://...")`` would make, but listening on ``address`` only.
+    store = tcp_store(address, port, world_size, is_master=True, timeout=timeout)
+    rank, world = 0, world_size
     store.set_timeout(timeout)
     store = PrefixStore(name, store)
     group, _ = _new_process_group_helper(
-        world, rank, [], Backend(backend), store, group_name=name, backend_options=None, timeout=timeout
+        world, rank, [], Backend(backend), store, group_name=name, backend_options=None,
+        timeout=timeout
     )
     _world.pg_group_ranks[group] = {i: i for i in range(world)}  # lets dist.broadcast take it
     return group

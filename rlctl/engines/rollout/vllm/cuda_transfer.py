@@ -7,8 +7,8 @@ the worker side (``--weight-transfer-config {"backend": "nccl"|"ipc"}``) and the
 through a *client* while it broadcasts (NCCL) or shares CUDA IPC handles. rlctl supplies:
 
 - :class:`ReplicaClient`: vLLM's ``VLLMWeightSyncClient`` protocol (four synchronous methods)
-  over the engine's HTTP loop, with the engine's timeouts and server-naming errors, and the
-  weight version rlctl stamps in ``finish_weight_update``;
+  over the engine's public ``post`` / ``run``, with the sync's timeout and server-naming
+  errors, and the weight version rlctl stamps in ``finish_weight_update``;
 - a ``WeightSource`` over the exported state dict, each tensor moved to the engine's CUDA device.
 
 So this runs only where ``vllm`` is importable in the rollout worker's process and CUDA is
@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from rlctl.engines.rollout.server.process import free_port
 from rlctl.engines.rollout.vllm.options import VLLMWeightSyncOptions
+from rlctl.ports import free_port
 
 if TYPE_CHECKING:
     import torch
@@ -37,7 +37,8 @@ def import_vllm_weight_transfer() -> Any:
         import vllm.distributed.weight_transfer as wt
     except ImportError as exc:
         raise RuntimeError(
-            "weight_sync.transport nccl / ipc runs vLLM's trainer-side transfer engine in the "
+            "weight_sync_options.transport nccl / ipc runs vLLM's trainer-side transfer engine "
+            "in the "
             f"rollout worker's process, which cannot import vllm ({exc}); install the same vllm "
             "version as the servers into the trainer's environment, or use transport = \"file\" "
             "or \"http_bytes\""
@@ -48,15 +49,14 @@ def import_vllm_weight_transfer() -> Any:
 class ReplicaClient:
     """``VLLMWeightSyncClient`` for one server over the engine's HTTP loop (blocking calls)."""
 
-    def __init__(self, rollout: VLLMRolloutEngine, options: VLLMWeightSyncOptions) -> None:
-        self.rollout = rollout
-        self.replica = rollout.replicas[0]
+    def __init__(self, engine: VLLMRolloutEngine, options: VLLMWeightSyncOptions) -> None:
+        self.engine = engine
+        self.replica = engine.replicas[0]
         self.timeout_s = options.timeout_s
         self.version: int | None = None  # stamped at finish_weight_update
 
     def _post(self, path: str, body: dict[str, Any] | None) -> None:
-        coro = self.rollout._post(self.replica, path, body, timeout_s=self.timeout_s)
-        self.rollout.require_http().run(coro)
+        self.engine.run(self.engine.post(self.replica, path, body, timeout_s=self.timeout_s))
 
     def init_weight_transfer_engine(self, init_info: dict[str, Any]) -> None:
         self._post("/init_weight_transfer_engine", {"init_info": init_info})
@@ -100,12 +100,14 @@ class CUDATransfer:
     def __init__(self, rollout: VLLMRolloutEngine, options: VLLMWeightSyncOptions) -> None:
         if len(rollout.replicas) != 1:
             raise ValueError(
-                f"weight_sync.transport = {options.transport!r} drives one vLLM server, this engine has "
+                f"weight_sync_options.transport = {options.transport!r} drives one vLLM server, "
+                "this engine has "
                 f"{len(rollout.replicas)}: use replicas = 1 (more tensor_parallel_size), or transport "
                 "\"file\" / \"http_bytes\""
             )
         if not rollout.spec.device.startswith("cuda"):
-            raise ValueError(f"weight_sync.transport = {options.transport!r} needs CUDA; the device is {rollout.spec.device}")
+            raise ValueError(f"weight_sync_options.transport = {options.transport!r} needs CUDA; "
+                             f"the device is {rollout.spec.device}")
         self.rollout = rollout
         self.options = options
         self.client = ReplicaClient(rollout, options)

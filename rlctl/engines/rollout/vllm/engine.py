@@ -11,36 +11,26 @@ the one of the distribution the token was drawn from (after temperature / top-k 
 the ``hf`` engine. Every request carries its own seed (engine seed and a request counter), so a
 sequence of calls is reproducible whatever the server batches together.
 
-Weight sync: the ``vllm`` weight-sync plugin (:mod:`rlctl.engines.rollout.vllm.weight_sync`) drives
-vLLM's native weight-transfer lifecycle over this engine's replicas and stamps the version with
-:meth:`VLLMRolloutEngine.stamp_version`. This engine's own :meth:`~VLLMRolloutEngine.update_weights`
-is the ``method = "reload"`` fallback: it writes the state dict to one safetensors file and asks
-every server to ``/collective_rpc`` ``reload_weights`` from it (vLLM CPU repacks its linear
-weights after loading, so a plain ``load_weights`` would fail; the worker's ``reload_weights``
-repacks). Requests in flight finish on the old weights first (``/pause?mode=wait``), the prefix
-cache is reset (its KV was computed by the old weights), then ``/resume``. The staging file must
-be readable by the servers: attached servers (``urls``) must share this machine's filesystem.
+Weight sync: the ``vllm`` weight-sync plugin (:mod:`rlctl.engines.rollout.vllm.weight_sync`) owns
+every update (vLLM's native weight-transfer lifecycle, or the ``reload`` fallback) and drives it
+through the public surface of :class:`~rlctl.engines.rollout.server.engine.ServerRolloutEngine`.
+The engine only starts its servers ready for that sync: the ``--weight-transfer-config``
+backend comes from the sync's options in ``RolloutEngineSpec.weight_sync_options``
+(:attr:`VLLMRolloutEngine.transfer_backend`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import time
-from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from rlctl.engines.rollout.contract import Generation, RolloutEngineSpec, SamplingParams
 from rlctl.engines.rollout.server.client import Replica, get_json
-from rlctl.engines.rollout.server.process import ServerCommand, ServerError
 from rlctl.engines.rollout.server.engine import ServerRolloutEngine
-from rlctl.engines.rollout.vllm.options import VLLMOptions
+from rlctl.engines.rollout.server.process import ServerCommand, ServerError
+from rlctl.engines.rollout.vllm.options import VLLMOptions, VLLMWeightSyncOptions
 from rlctl.engines.rollout.vllm.server import vllm_server_command
-
-if TYPE_CHECKING:
-    import torch
 
 # Head sizes vLLM 0.32's CPU attention backend supports (``CPUAttentionBackend``); any other
 # size starts a healthy server whose engine dies at the first request.
@@ -55,13 +45,23 @@ class VLLMRolloutEngine(ServerRolloutEngine):
 
     def __init__(self, spec: RolloutEngineSpec) -> None:
         super().__init__(spec)
-        sync = self.options.weight_sync
-        if sync.method == "native" and sync.transport in ("nccl", "ipc") and not spec.device.startswith("cuda"):
+        # The servers start for the sync that will update them; another sync (a plugin's)
+        # gets servers started for the ``vllm`` sync's defaults.
+        given = spec.weight_sync_options
+        sync = given if isinstance(given, VLLMWeightSyncOptions) else VLLMWeightSyncOptions()
+        if sync.server_backend in ("nccl", "ipc") and not spec.device.startswith("cuda"):
             raise ValueError(
-                f"[engines.rollout.options.weight_sync] transport = {sync.transport!r} is one of "
+                f"[engines.rollout.weight_sync_options] transport = {sync.transport!r} is one of "
                 f"vLLM's CUDA-only backends and the rollout device is {spec.device!r}; on CPU use "
                 'transport = "file" or "http_bytes" (or method = "reload")'
             )
+        self._transfer_backend = sync.server_backend
+
+    @property
+    def transfer_backend(self) -> str | None:
+        """The ``--weight-transfer-config`` backend of the servers this engine starts (``None``:
+        none, the ``reload`` method); attached servers were started by someone else."""
+        return self._transfer_backend
 
     # ------------------------------------------------------------------ servers
     def server_command(self, index: int, model_dir: str) -> ServerCommand:
@@ -69,6 +69,7 @@ class VLLMRolloutEngine(ServerRolloutEngine):
         return vllm_server_command(
             f"vllm[{index}]", self.options, model=model_dir, dtype=recipe.model.dtype,
             seed=self.spec.seed + index, device=self.spec.device,
+            transfer_backend=self._transfer_backend,
         )
 
     def served_model(self, url: str) -> str:
@@ -96,7 +97,7 @@ class VLLMRolloutEngine(ServerRolloutEngine):
 
     async def _warm_up(self, replica: Replica) -> None:
         body = {"model": replica.model, "prompt": [0], "max_tokens": 1, "temperature": 0}
-        await self._post(replica, "/v1/completions", body)
+        await self.post(replica, "/v1/completions", body)
 
     # ------------------------------------------------------------------ generation
     async def _generate_one(self, prompt_ids: list[int], s: SamplingParams, seed: int) -> Generation:
@@ -119,7 +120,7 @@ class VLLMRolloutEngine(ServerRolloutEngine):
             body["seed"] = seed
         if s.stop_token_ids:  # a tool loop ends the turn at a call (the token is kept)
             body["stop_token_ids"] = list(s.stop_token_ids)
-        data = await self._post(replica, "/v1/completions", body)
+        data = await self.post(replica, "/v1/completions", body)
         try:
             choice = data["choices"][0]
             token_ids = [int(t) for t in choice["token_ids"]]
@@ -138,58 +139,3 @@ class VLLMRolloutEngine(ServerRolloutEngine):
         if finish not in ("stop", "length"):
             raise ServerError(f"server {replica.name} ended a request with finish_reason={finish!r}")
         return Generation(token_ids=token_ids, log_probs=log_probs, finish_reason=finish, weight_version=version)
-
-    # ------------------------------------------------------------------ weights
-    def update_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
-        """Load full weights (HF names) into every server and stamp ``version``."""
-        self.check_names(state_dict, version)
-        path = self._stage_weights(state_dict)
-        started = time.monotonic()
-
-        async def update(replica: Replica) -> None:
-            # In-flight requests finish on the old weights; new ones wait until /resume.
-            await self._post(replica, "/pause?mode=wait", None)
-            try:
-                await self._post(
-                    replica, "/collective_rpc",
-                    {"method": "reload_weights", "kwargs": {"weights_path": str(path)}},
-                )
-                await self._post(replica, "/reset_prefix_cache", None)  # KV of the old weights
-            except BaseException:
-                # Try to un-pause, but report the failure that matters, not this one.
-                with contextlib.suppress(ServerError):
-                    await self._post(replica, "/resume", None)
-                raise
-            await self._post(replica, "/resume", None)
-
-        try:
-            self.run_on_replicas(update)
-        except ServerError as exc:
-            raise ServerError(f"weight update to version {version} failed: {exc}") from exc
-        self._version = int(version)
-        self.last_update_s = time.monotonic() - started
-
-    def stamp_version(self, version: int) -> None:
-        """Stamp ``version`` on every later generation (the weight sync calls it after a sync)."""
-        self._version = int(version)
-
-    def _stage_weights(self, state_dict: Mapping[str, torch.Tensor]) -> Path:
-        """Write ``state_dict`` to ``<staging>/model.safetensors`` atomically; return the directory."""
-        from safetensors.torch import save_file
-
-        from rlctl.engines.rollout.vllm.weight_sync import cpu_tensors
-
-        if not state_dict:
-            raise ValueError(
-                "vllm weight update got an empty state dict: with several training ranks only "
-                "rank 0 holds the full weights; sync from rank 0"
-            )
-        staging = self.options.weight_sync.staging_dir
-        weights_dir = Path(staging) if staging else self.workdir / "weights"
-        weights_dir.mkdir(parents=True, exist_ok=True)
-        tensors = dict(cpu_tensors(state_dict))
-        tmp = weights_dir / ".model.safetensors.tmp"
-        save_file(tensors, str(tmp))
-        # One fixed path: reload_weights repoints the server's model path at this directory.
-        os.replace(tmp, weights_dir / "model.safetensors")
-        return weights_dir

@@ -1,21 +1,23 @@
-"""Options of the ``vllm`` rollout engine (``[engines.rollout.options]``); no torch import.
+"""Options of the ``vllm`` rollout engine and of its ``vllm`` weight sync; no torch import.
 
-The engine runs vLLM's OpenAI-compatible server as a subprocess, usually from its own Python
-environment (``python``: vLLM pins a torch that need not match the trainer's; build one with
-``rlctl engines install vllm``), or attaches to servers already running (``urls``).
+The engine (``[engines.rollout.options]``, :class:`VLLMOptions`) runs vLLM's OpenAI-compatible
+server as a subprocess, usually from its own Python environment (``python``: vLLM pins a torch
+that need not match the trainer's; build one with ``rlctl engines install vllm``), or
+attaches to servers already running (``urls``).
 
-How weights reach the servers is configured here too (``[engines.rollout.options.weight_sync]``,
-:class:`VLLMWeightSyncOptions`): the transfer backend is chosen when a server starts
-(``--weight-transfer-config``), so the engine that starts the servers must know it. The ``vllm``
-weight-sync plugin reads the same table.
+How weights reach the servers is the weight sync's (``[engines.rollout.weight_sync_options]``,
+:class:`VLLMWeightSyncOptions`). The transfer backend is fixed when a server starts
+(``--weight-transfer-config``), so the rollout worker hands the same validated options to the
+engine too (``RolloutEngineSpec.weight_sync_options``).
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+from pydantic import BaseModel, Field, PositiveInt
 
+from rlctl.config.strict import STRICT_CONFIG
 from rlctl.engines.rollout.server.options import ServerOptions
 
 # The transfer engine rlctl registers inside vLLM's worker (rlctl/engines/rollout/vllm/worker/) for the
@@ -24,9 +26,9 @@ RLCTL_TRANSFER_BACKEND = "rlctl_cpu"
 
 
 class VLLMWeightSyncOptions(BaseModel):
-    """Options of the ``vllm`` weight sync (vLLM's native weight-transfer lifecycle)."""
+    """Options of the ``vllm`` weight sync (``[engines.rollout.weight_sync_options]``)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = STRICT_CONFIG
 
     method: Literal["native", "reload"] = "native"
     """``native``: init / pause / start / update per bucket / finish / resume; ``reload``: one file + ``/collective_rpc reload_weights``."""
@@ -74,5 +76,3 @@ class VLLMOptions(ServerOptions):
     """Directory for the servers' log files; ``None`` = a temporary directory."""
     env: dict[str, str] = Field(default_factory=dict)
     """Extra environment variables for the server processes (e.g. ``VLLM_CPU_OMP_THREADS_BIND``)."""
-    weight_sync: VLLMWeightSyncOptions = VLLMWeightSyncOptions()
-    """How weights reach the servers (transfer backend, buckets, pause mode); see :class:`VLLMWeightSyncOptions`."""

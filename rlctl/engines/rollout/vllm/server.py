@@ -6,7 +6,7 @@ pins a torch that need not be the trainer's), bound to 127.0.0.1 on a free port,
 (``VLLM_SERVER_DEV_MODE=1`` enables ``/collective_rpc``, ``/pause``, ``/resume``... used by
 weight sync). Launching, health checks and reaping are :mod:`rlctl.engines.rollout.server.process`'s.
 
-Native weight sync (``weight_sync.method = "native"``): the server gets
+Native weight sync (``[engines.rollout.weight_sync_options] method = "native"``): the server gets
 ``--weight-transfer-config {"backend": ...}`` (``rlctl_cpu`` for the ``file`` / ``http_bytes``
 transports, vLLM's ``nccl`` / ``ipc`` otherwise) and rlctl's worker extension
 (``rlctl/engines/rollout/vllm/worker/rlctl_vllm_ext.py``, which registers ``rlctl_cpu``), found through a
@@ -25,9 +25,9 @@ from rlctl.engines.rollout.server.process import (
     PYTHON_ENV_VARS,
     SERVED_MODEL_NAME,
     ServerCommand,
-    free_port,
 )
 from rlctl.engines.rollout.vllm.options import VLLMOptions
+from rlctl.ports import free_port
 
 __all__ = ["SERVED_MODEL_NAME", "WORKER_EXTENSION", "WORKER_EXTENSION_DIR", "vllm_server_command"]
 
@@ -45,9 +45,15 @@ def vllm_server_command(
     dtype: str,
     seed: int,
     device: str,
+    transfer_backend: str | None,
     port: int | None = None,
 ) -> ServerCommand:
-    """The command that starts one vLLM OpenAI-compatible server for ``model`` (a local dir)."""
+    """The command that starts one vLLM OpenAI-compatible server for ``model`` (a local dir).
+
+    ``transfer_backend``: the ``--weight-transfer-config`` backend the weight sync needs
+    (:attr:`~rlctl.engines.rollout.vllm.options.VLLMWeightSyncOptions.server_backend`);
+    ``None`` starts the server without one (the ``reload`` method).
+    """
     port = free_port() if port is None else port
     python = engine_python("vllm", options.python)
     foreign = is_foreign(python)  # the engine's own env must not see this venv's packages
@@ -78,7 +84,7 @@ def vllm_server_command(
     if not on_cpu:
         argv += ["--gpu-memory-utilization", str(options.gpu_memory_utilization)]
     env = {"VLLM_SERVER_DEV_MODE": "1"}
-    backend = options.weight_sync.server_backend
+    backend = transfer_backend
     if backend is not None:
         argv += [
             "--worker-extension-cls", WORKER_EXTENSION,

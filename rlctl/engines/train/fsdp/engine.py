@@ -5,9 +5,9 @@ same seed, shards each decoder layer and then the root, and takes its rows of ea
 (the worker group splits batches across ranks).
 
 Gradient convention: the loss function divides by the GLOBAL normaliser (all samples or
-tokens of the minibatch on all ranks; :func:`global_normaliser`), so the true gradient is
-the SUM of per-rank gradients. FSDP2 averages across ranks by default; we set its divide
-factor to 1 so the 2-rank update equals the 1-rank update (tested).
+tokens of the minibatch on all ranks, summed with :func:`rlctl.engines.distributed.all_reduce_sum`),
+so the true gradient is the SUM of per-rank gradients. FSDP2 averages across ranks by
+default; we set its divide factor to 1 so the 2-rank update equals the 1-rank update (tested).
 
 Collectives must line up: with FSDP2 every forward all-gathers, so all ranks must run the
 same number of forwards. Ranks with fewer micro-batches run extra zero-weight passes.
@@ -21,7 +21,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-import torch.distributed.checkpoint as dcp
 from torch import nn
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
@@ -39,32 +38,15 @@ from torch.distributed.fsdp import (
     fully_shard,
 )
 
+from rlctl.checkpoint import safe_dcp
 from rlctl.config.derived import derive
-from rlctl.engines.train.batch import ModelBatch
 from rlctl.engines.distributed import all_reduce_max_int, all_reduce_sum, ensure_process_group
-from rlctl.engines.train.fsdp.options import FSDPOptions
-from rlctl.engines.train.lr_schedule import build_optimizer, build_scheduler
+from rlctl.engines.train.batch import ModelBatch
 from rlctl.engines.train.contract import LossFn, ModelEngineSpec
+from rlctl.engines.train.fsdp.options import FSDPOptions
+from rlctl.engines.train.log_probs import token_log_probs
+from rlctl.engines.train.lr_schedule import build_optimizer, build_scheduler
 from rlctl.models.loading import load_causal_lm, load_tokenizer, load_value_model
-
-
-def global_normaliser(local_count: float | torch.Tensor, device: str = "cpu") -> float:
-    """Token or sample count of a minibatch summed over all ranks (loss denominators)."""
-    return all_reduce_sum(local_count, device)
-
-
-def token_log_probs(
-    logits: torch.Tensor, responses: torch.Tensor, temperature: float, with_entropy: bool
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Log-probs of ``responses [b, R]`` under ``softmax(logits / T)``, ``logits [b, R, V]``.
-
-    ``temperature <= 0`` (greedy) is scored at T = 1.
-    """
-    scale = temperature if temperature > 0 else 1.0
-    logp = torch.log_softmax(logits.float() / scale, dim=-1)  # [b, R, V]
-    picked = logp.gather(-1, responses.unsqueeze(-1)).squeeze(-1)  # [b, R]
-    entropy = -(logp.exp() * logp).sum(-1) if with_entropy else None  # [b, R]
-    return picked, entropy
 
 
 class FSDPEngine:
@@ -73,12 +55,15 @@ class FSDPEngine:
     def __init__(self, spec: ModelEngineSpec) -> None:
         self.spec = spec
         self.recipe = spec.recipe
-        self.options = FSDPOptions.model_validate(self.recipe.engines.train.options)
+        self.options = spec.options_as(FSDPOptions)
         self.device = torch.device(spec.device)
         self.model: nn.Module | None = None
         self.optimizer: torch.optim.Optimizer | None = None
         self.scheduler: torch.optim.lr_scheduler.LambdaLR | None = None
         self.pad_id = 0
+        # Pure data parallel: every rank is its own DP group and writes its outputs.
+        self.dp_rank, self.dp_size, self.writes_outputs = spec.rank, spec.world_size, True
+        self.hf_config: Any = None
 
     # ------------------------------------------------------------------ setup
     def init(self) -> None:
@@ -92,6 +77,7 @@ class FSDPEngine:
         else:
             model = load_causal_lm(recipe.model, seed)
             layers = model.get_decoder().layers
+        self.hf_config = (model.trunk if spec.role == "critic" else model).config
         if recipe.model.gradient_checkpointing and spec.role != "ref":
             (model.trunk if spec.role == "critic" else model).gradient_checkpointing_enable()
         if spec.role == "ref":
@@ -319,12 +305,12 @@ class FSDPEngine:
 
     def save(self, path: str) -> None:
         """Sharded checkpoint (model, optimizer, scheduler) with torch.distributed.checkpoint."""
-        dcp.save(self._checkpoint_state(), checkpoint_id=path)
+        safe_dcp.save(self._checkpoint_state(), path)  # errors as CheckpointError, one line
 
     def load(self, path: str) -> None:
         """Restore a checkpoint written by :meth:`save` (same role; any world size)."""
         state = self._checkpoint_state()
-        dcp.load(state, checkpoint_id=path)
+        safe_dcp.load(state, path)  # never dcp.load: it unpickles the checkpoint unrestricted
         model = self._require_model()
         set_model_state_dict(model, state["model"])
         if self.optimizer is not None and self.scheduler is not None:

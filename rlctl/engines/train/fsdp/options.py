@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
+
+from rlctl.config.strict import STRICT_CONFIG
 
 
 class FSDPOptions(BaseModel):
     """How FSDP2 shards and runs the model; none of these change the math."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = STRICT_CONFIG
 
     mixed_precision: Literal["none", "bf16"] = "none"
     """``bf16``: compute in bfloat16, reduce gradients and keep master weights in fp32."""

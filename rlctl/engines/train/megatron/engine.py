@@ -44,9 +44,10 @@ from megatron.core.distributed import (
 from megatron.core.pipeline_parallel import get_forward_backward_func
 
 from rlctl.config.derived import derive
+from rlctl.engines.distributed import all_reduce_sum, ensure_process_group, group_device
 from rlctl.engines.train.batch import ModelBatch
-from rlctl.engines.distributed import ensure_process_group
-from rlctl.engines.train.fsdp.engine import token_log_probs
+from rlctl.engines.train.contract import LossFn, ModelEngineSpec
+from rlctl.engines.train.log_probs import token_log_probs
 from rlctl.engines.train.lr_schedule import build_optimizer, build_scheduler
 from rlctl.engines.train.megatron.convert import POLICY_NAMES, VALUE_NAMES, DenseShape
 from rlctl.engines.train.megatron.model import (
@@ -57,7 +58,6 @@ from rlctl.engines.train.megatron.model import (
 )
 from rlctl.engines.train.megatron.options import MegatronOptions
 from rlctl.engines.train.megatron.parallel import grad_norm, init_model_parallel, unwrap
-from rlctl.engines.train.contract import LossFn, ModelEngineSpec
 from rlctl.models.loading import _torch_dtype, load_causal_lm, load_tokenizer, load_value_model
 
 
@@ -67,7 +67,7 @@ class MegatronEngine:
     def __init__(self, spec: ModelEngineSpec) -> None:
         self.spec = spec
         self.recipe = spec.recipe
-        self.options = MegatronOptions.model_validate(self.recipe.engines.train.options)
+        self.options = spec.options_as(MegatronOptions)
         self.device = torch.device(spec.device)
         self.chunks: list[Any] = []  # DDP-wrapped (trainable roles) or bare GPTModel chunks
         self.optimizer: torch.optim.Optimizer | None = None
@@ -300,9 +300,8 @@ class MegatronEngine:
         return result
 
     def _dp_sum(self, value: float) -> float:
-        t = torch.tensor(value, dtype=torch.float64)
-        dist.all_reduce(t, group=mpu.get_data_parallel_group())
-        return float(t)
+        group = mpu.get_data_parallel_group()
+        return all_reduce_sum(value, group_device(group), group=group)
 
     def _optimizer_step(self) -> dict[str, float]:
         assert self.optimizer is not None and self.scheduler is not None

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, PositiveInt, model_validator
+from pydantic import BaseModel, PositiveInt, model_validator
+
+from rlctl.config.strict import STRICT_CONFIG
 
 
 class MegatronOptions(BaseModel):
     """Parallel layout and kernels of the ``megatron`` engine (Megatron-core)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = STRICT_CONFIG
 
     tensor_parallel: PositiveInt = 1
     """Tensor-parallel size (TP); must divide the KV-head count."""

@@ -1,0 +1,197 @@
+""":func:`migrate`: verl YAML + overrides -> a validated rlctl recipe, its report, or problems."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlctl.config.migrate.ledger import Ledger, Problem
+from rlctl.config.migrate.shell import ScriptCall, ScriptError, read_script
+from rlctl.config.migrate.translate_algorithm import (
+    VerlBatch,
+    translate_batch,
+    translate_estimator,
+    translate_kl,
+    translate_loss,
+)
+from rlctl.config.migrate.translate_dapo import translate_dynamic_sampling, translate_reward_manager
+from rlctl.config.migrate.translate_engines import (
+    log_prob_micro,
+    total_steps,
+    translate_data,
+    translate_layout,
+    translate_model,
+    translate_rollout,
+    translate_run,
+    translate_schedule,
+)
+from rlctl.config.migrate.translate_optim import put_optim, read_optim, translate_critic
+from rlctl.config.migrate.translate_reward_model import translate_reward_model
+from rlctl.config.migrate.verl_config import Override, VerlConfigError, load_verl_config
+
+
+@dataclass
+class Inputs:
+    """What ``rlctl config migrate`` was given."""
+
+    verl_yaml: Path
+    overrides: Sequence[str] = ()
+    """Overrides given as arguments (applied last)."""
+    overrides_file: Path | None = None
+    script: Path | None = None
+    variables: Mapping[str, str] = field(default_factory=dict)
+    """``--var NAME=VALUE``: the environment the script reads."""
+    rewards: Sequence[str] = ()
+    train_rows: int | None = None
+
+
+@dataclass
+class Migration:
+    """The outcome: a ledger (every key's fate), the recipe, or the problems."""
+
+    inputs: Inputs
+    ledger: Ledger | None
+    call: ScriptCall | None
+    overrides: list[Override]
+    verl_batch: VerlBatch | None = None
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def recipe(self) -> dict[str, Any]:
+        return self.ledger.recipe if self.ledger is not None else {}
+
+
+def gather_overrides(inputs: Inputs) -> tuple[list[Override], ScriptCall | None, list[Problem]]:
+    """Script overrides, then the file's, then the arguments (later ones win, as in Hydra)."""
+    out: list[Override] = []
+    problems: list[Problem] = []
+    call = None
+    if inputs.script is not None:
+        try:
+            call = read_script(inputs.script, inputs.variables)
+        except (ScriptError, OSError) as exc:
+            return [], None, [Problem("--verl-script", str(exc))]
+        for name, uses in call.unresolved.items():
+            where = "; ".join(uses[:2]) + (" ..." if len(uses) > 2 else "")
+            problems.append(Problem(
+                name if name.startswith(("$", "`")) else f"${name}", f"shell variable not set by the script (used in: {where})",
+                f"pass --var {name}=VALUE (the migration never guesses it)"
+                if not name.startswith(("$", "`")) else "replace the command substitution "
+                "with its value in an override"))
+        name = Path(inputs.script).name
+        out += [Override(o, name) for o in call.overrides]
+    if inputs.overrides_file is not None:
+        try:
+            lines = Path(inputs.overrides_file).read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            return [], call, [Problem("--overrides-file", f"cannot read it: {exc}")]
+        for number, line in enumerate(lines, start=1):
+            text = line.strip()
+            if text and not text.startswith("#"):
+                out.append(Override(text, f"{Path(inputs.overrides_file).name}:{number}"))
+    out += [Override(o, "argument") for o in inputs.overrides]
+    return out, call, problems
+
+
+def _registry_names() -> dict[str, list[str]]:
+    from rlctl.registry import get_registry
+
+    reg = get_registry()
+    return {k: reg.names(k) for k in ("advantage_estimator", "policy_loss", "reward_function")}
+
+
+def migrate(inputs: Inputs) -> Migration:
+    """Run every translator; the result has problems, or a recipe for every key accounted."""
+    overrides, call, problems = gather_overrides(inputs)
+    migration = Migration(inputs, None, call, overrides, problems=problems)
+    if problems:
+        return migration
+    try:
+        cfg = load_verl_config(inputs.verl_yaml, overrides)
+    except VerlConfigError as exc:
+        migration.problems.append(Problem(str(inputs.verl_yaml), str(exc)))
+        return migration
+    lg = Ledger(cfg)
+    migration.ledger = lg
+    _config_name_matches(lg, call)
+    names = _registry_names()
+    layout = translate_layout(lg)
+    estimator = translate_estimator(lg, names["advantage_estimator"])
+    batch = translate_batch(lg, layout.world, layout.model_parallel) if layout else None
+    migration.verl_batch = batch
+    translate_loss(lg, names["policy_loss"])
+    translate_kl(lg)
+    steps = total_steps(lg, inputs.train_rows if inputs.train_rows is not None
+                        else _count_rows(lg), lg.value("data.train_batch_size"))
+    opt_steps = batch.minibatches * batch.epochs if batch else 1
+    clip_key = ("actor_rollout_ref.actor.grad_clip"
+                if "actor_rollout_ref.actor.grad_clip" in cfg else
+                "actor_rollout_ref.actor.optim.clip_grad")
+    if clip_key.endswith(".grad_clip"):
+        _clip_agrees(lg)
+    actor = read_optim(lg, "actor_rollout_ref.actor.optim", clip_key, steps, opt_steps)
+    put_optim(lg, actor)
+    translate_critic(lg, estimator, actor, steps, opt_steps)
+    if layout is not None:
+        translate_rollout(lg, layout)
+        log_prob_micro(lg, batch.data_parallel_size if batch else layout.world)
+    translate_model(lg)
+    reward_model = translate_reward_model(lg)
+    translate_data(lg, list(inputs.rewards), names["reward_function"], reward_model)
+    translate_reward_manager(lg, reward_model is not None)
+    translate_dynamic_sampling(lg, list(inputs.rewards), reward_model is not None)
+    translate_schedule(lg, steps)
+    translate_run(lg, layout.backend if layout else None)
+    from rlctl.config.migrate.rules import apply_rules
+
+    apply_rules(lg)
+    migration.problems += lg.problems
+    return migration
+
+
+def _clip_agrees(lg: Ledger) -> None:
+    """verl's FSDP actor clips with actor.grad_clip; its newer engine with optim.clip_grad."""
+    legacy, new = "actor_rollout_ref.actor.grad_clip", "actor_rollout_ref.actor.optim.clip_grad"
+    if lg.value(legacy) == lg.value(new):
+        lg.drop(new, "same as actor.grad_clip")
+    else:
+        lg.error(new, f"{lg.value(new)!r} but actor.grad_clip is {lg.value(legacy)!r}: verl's "
+                 "FSDP workers use one or the other depending on the worker implementation",
+                 "set both to the same value")
+
+
+def _config_name_matches(lg: Ledger, call: ScriptCall | None) -> None:
+    if call is None:
+        return
+    name = call.hydra_flags.get("--config-name") or call.hydra_flags.get("-cn") or ""
+    strategy = lg.value("actor_rollout_ref.actor.strategy")
+    wants_megatron = "megatron" in name
+    if wants_megatron != (strategy == "megatron"):
+        lg.problems.append(Problem(
+            "--config-name", f"the script composes {name or 'ppo_trainer'}, but the YAML given "
+            f"is a {strategy} config", "give the matching _generated_*.yaml"))
+
+
+def _count_rows(lg: Ledger) -> int | None:
+    """Rows of the training files when they are here to count (parquet metadata, JSONL lines)."""
+    files = lg.value("data.train_files")
+    files = [files] if isinstance(files, str) else list(files or [])
+    total = 0
+    for name in files:
+        path = Path(str(name)).expanduser()
+        if not path.is_file():
+            return None
+        if path.suffix == ".parquet":
+            try:
+                import pyarrow.parquet as pq
+            except ImportError:
+                return None
+            total += pq.ParquetFile(path).metadata.num_rows
+        elif path.suffix == ".jsonl":
+            with path.open(encoding="utf-8") as fh:
+                total += sum(1 for line in fh if line.strip())
+        else:
+            return None
+    return total if files else None

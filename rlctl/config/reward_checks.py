@@ -1,0 +1,87 @@
+"""Cross-field checks of DAPO's settings (``[algorithm.dynamic_sampling]``,
+``[algorithm.overlong]``) and of model rewards, run by :func:`rlctl.config.checks.load_recipe`.
+
+Each problem names the TOML key, what is wrong and how to fix it, before any worker starts.
+"""
+
+from __future__ import annotations
+
+from rlctl.config.problems import ConfigProblem, choose_from
+from rlctl.config.recipe import Recipe
+from rlctl.registry import Registry
+
+
+def reward_names(recipe: Recipe, registry: Registry) -> list[str]:
+    """The rewards a run scores with: ``[[rewards]]``, or the task's default reward."""
+    if recipe.rewards:
+        return [r.name for r in recipe.rewards]
+    task = registry.find("task", recipe.data.task) if recipe.data.task else None
+    default = task.metadata.get("reward") if task is not None else None
+    return [default] if default else []
+
+
+def sampling_and_reward_problems(recipe: Recipe, registry: Registry) -> list[ConfigProblem]:
+    return (_dynamic_sampling(recipe, registry) + _overlong(recipe)
+            + _model_rewards(recipe, registry))
+
+
+def _dynamic_sampling(recipe: Recipe, registry: Registry) -> list[ConfigProblem]:
+    alg = recipe.algorithm
+    ds = alg.dynamic_sampling
+    key = "algorithm.dynamic_sampling"
+    if not ds.enabled:
+        if ds.prompts_per_draw is not None:
+            return [ConfigProblem(f"{key}.prompts_per_draw", "set, but dynamic sampling is off "
+                                  "(each step draws prompts_per_step prompts)",
+                                  f"set {key}.enabled = true, or remove prompts_per_draw")]
+        return []
+    out: list[ConfigProblem] = []
+    if alg.group_size < 2:
+        out.append(ConfigProblem(
+            f"{key}.enabled", f"group_size = {alg.group_size}: a group of one response is "
+            "always kept, so there is nothing to filter",
+            "set algorithm.group_size >= 2, or dynamic_sampling.enabled = false"))
+    names = reward_names(recipe, registry)
+    metrics = ["score", *names] + (["overlong"] if alg.overlong.buffer_len else [])
+    base = ds.metric.split("/", 1)[0]
+    # "<reward>/<part>" names a component the reward returns: only its reward can be checked
+    if ds.metric not in metrics and (base == ds.metric or base not in names):
+        out.append(ConfigProblem(
+            f"{key}.metric", f'"{ds.metric}" is neither score nor one of the rewards',
+            choose_from(ds.metric, metrics, what="metrics") + ", or <reward>/<component>"))
+    return out
+
+
+def _overlong(recipe: Recipe) -> list[ConfigProblem]:
+    ol = recipe.algorithm.overlong
+    key = "algorithm.overlong"
+    if not ol.buffer_len:
+        if ol.max_tokens is not None:
+            return [ConfigProblem(f"{key}.max_tokens", "set, but the overlong punishment is off "
+                                  "(buffer_len = 0)",
+                                  f"set {key}.buffer_len, or remove max_tokens")]
+        return []
+    max_tokens = ol.max_tokens or recipe.rollout.max_new_tokens
+    if ol.buffer_len > max_tokens:
+        where = "max_tokens" if ol.max_tokens else "rollout.max_new_tokens"
+        return [ConfigProblem(
+            f"{key}.buffer_len", f"{ol.buffer_len} tokens is longer than the {max_tokens} the "
+            f"buffer ends at ({where}): every response would be punished",
+            f"set buffer_len <= {max_tokens} (DAPO uses a quarter to a half of it)")]
+    return []
+
+
+def _model_rewards(recipe: Recipe, registry: Registry) -> list[ConfigProblem]:
+    out: list[ConfigProblem] = []
+    seen: set[str] = set()
+    for i, reward in enumerate(recipe.rewards):
+        reg = registry.find("reward_function", reward.name)
+        if reg is None:
+            continue  # reported by check_selections
+        # registration metadata "kind" (rlctl.rewards.reward_set.REWARD_KINDS)
+        if reg.metadata.get("kind", "function") != "function" and reward.name in seen:
+            out.append(ConfigProblem(
+                f"rewards[{i}].name", f'"{reward.name}" is listed twice; its scores would be '
+                f"logged as one (reward/{reward.name})", "list each model reward or judge once"))
+        seen.add(reward.name)
+    return out

@@ -1,0 +1,105 @@
+"""The reward worker: scores a step's samples with the recipe's model rewards (reward models).
+
+Its own worker group (``[engines.reward] workers``; in ``--local`` an object in the
+controller's process), started only when a ``[[rewards]]`` entry is a ``model`` reward.
+``score`` reads the samples' tokens from the data plane (the ground truth from the prompt
+partition), scores them in batches, and writes each reward's raw score (``reward/<name>``,
+``reward/<name>/<part>``) back, adding the weighted sum to the ``score`` the rollout workers
+wrote (their rule rewards and judges). Only counts go back to the controller.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from rlctl.config.recipe import Recipe
+from rlctl.protocol.kv import KVBatchMeta
+from rlctl.trainer.worker.fields import non_tensor_column, rows
+from rlctl.trainer.worker.sessions import session_groups
+
+
+class RewardWorker:
+    """One reward-model worker: every model reward of the recipe, loaded once."""
+
+    def __init__(
+        self, recipe: Recipe, plane: Any, rank: int = 0, threads: int | None = None
+    ) -> None:
+        self.recipe = recipe
+        self.plane = plane
+        self.rank = rank
+        self.threads = threads
+
+    def ready(self) -> bool:
+        import torch
+
+        from rlctl.models.loading import load_tokenizer
+        from rlctl.registry import get_registry
+        from rlctl.rewards.reward_set import RewardSet
+        from rlctl.trainer.worker.device import pick_device
+        from rlctl.trainer.worker.reward_sections import effective_rewards
+
+        if self.threads:
+            torch.set_num_threads(self.threads)
+        registry = get_registry()
+        self.tokenizer = load_tokenizer(self.recipe.model)
+        eos = self.tokenizer.eos_token_id
+        self.eos_ids = [eos] if isinstance(eos, int) else list(eos or [])
+        self.models = RewardSet.from_sections(effective_rewards(self.recipe, registry), registry,
+                                              kind="model", device=pick_device(self.recipe))
+        return True
+
+    def score(self, meta: KVBatchMeta, prompts: KVBatchMeta) -> dict[str, float]:
+        """Score ``meta``'s samples; ``prompts`` is the prompt batch they were generated from."""
+        import torch
+        from tensordict import TensorDict
+
+        from rlctl.rewards.base import RewardInput
+
+        if len(meta) == 0:
+            return {"scored": 0.0}
+        keys = list(meta.keys)
+        td = self.plane.kv_batch_get(keys, meta.partition_id,
+                                     ["prompt_ids", "response_ids", "score"])
+        uids = list(dict.fromkeys(meta.tag_values("uid")))
+        truth = self.plane.kv_batch_get(uids, prompts.partition_id,
+                                        ["ground_truth", "data_source"])
+        facts = dict(zip(uids, zip(non_tensor_column(truth, "ground_truth"),
+                                   non_tensor_column(truth, "data_source"), strict=True),
+                         strict=True))
+        # A session's last output is scored (its whole token sequence, observations of a
+        # multi-turn output included) and its earlier outputs get the same result, as the
+        # rollout workers do for the rule rewards (docs/agents.md).
+        sessions = session_groups(keys)  # row indices per session, outputs in index order
+        uid_of, prompt_rows, response_rows = meta.tag_values("uid"), rows(td["prompt_ids"]), \
+            rows(td["response_ids"])
+        samples = []
+        for last in (members[-1] for members in sessions):
+            ground_truth, source = facts[uid_of[last]]
+            samples.append(RewardInput.from_tokens(
+                self.tokenizer, prompt_ids=prompt_rows[last].tolist(),
+                response_ids=response_rows[last].tolist(),
+                ground_truth=json.loads(ground_truth), data_source=str(source),
+                eos_token_ids=self.eos_ids))
+        scored = self.models.score_batch(samples)  # one {"score", "<name>", ...} per session
+        results: list[dict[str, float]] = [{}] * len(keys)
+        for members, result in zip(sessions, scored, strict=True):
+            for row in members:
+                results[row] = result
+        fields: dict[str, Any] = {
+            # [B]: the rollout workers' score plus the weighted model rewards
+            "score": td["score"].float().reshape(-1)
+            + torch.tensor([r["score"] for r in results], dtype=torch.float32),
+        }
+        for name in sorted({k for r in results for k in r if k != "score"}):
+            fields[f"reward/{name}"] = torch.tensor([r.get(name, 0.0) for r in results],
+                                                    dtype=torch.float32)  # [B]
+        self.plane.kv_batch_put(keys, meta.partition_id, TensorDict(fields, batch_size=[len(keys)]))
+        return {"scored": float(len(keys))}
+
+    def close(self) -> None:
+        pass
+
+    def pid(self) -> int:
+        return os.getpid()

@@ -1,0 +1,42 @@
+"""A worker that stops answering (SIGSTOP: alive, silent) fails the run within its bound.
+
+The run (Ray mode, 2 FSDP ranks, one rollout actor) gets small bounds; one actor is stopped
+after the first steps. The run must exit 1 naming that actor's rank, pid and phase, within the
+bound plus the liveness check and a bounded shutdown, never the minutes a collective or an
+unbounded ``ray.get`` would wait.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from cli_runs import live_run
+
+from rlctl.trainer.worker.rollout_worker import RolloutWorker
+from rlctl.trainer.worker.training_worker import TrainingWorker
+
+PHASE_S = 15
+BOUNDS = ("-s", f"schedule.phase_timeout_s={PHASE_S}", "-s", f"schedule.sample_timeout_s={PHASE_S}",
+          "-s", "schedule.total_steps=500")
+# bound + liveness check (5 s) + shutdown (10 s grace, Ray's own stop) + a loaded machine
+WITHIN_S = PHASE_S + 60
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("role, group", [("TrainingWorker", "train"), ("RolloutWorker", "rollout")])
+def test_a_stopped_worker_is_named_with_its_phase_within_the_bound(tmp_path, role, group):
+    with live_run(tmp_path, *BOUNDS) as run:
+        run.wait_for_steps(2)
+        target = run.workers(role)[-1]
+        run.stop(target)
+        code, err, took = run.finish(timeout_s=WITHIN_S + 60)
+    print(f"\n{role} SIGSTOPped: run exited {code} {took:.1f} s later (bound {PHASE_S} s)")
+    assert code == 1, err[-3000:]
+    assert took < WITHIN_S, (took, err[-2000:])
+    line = next(x for x in err.splitlines() if "training failed" in x)
+    match = re.search(rf"{group} rank (\d+) \(pid {target.pid}\) stopped answering during (\w+)", line)
+    assert match, line
+    worker_cls = RolloutWorker if group == "rollout" else TrainingWorker
+    assert callable(getattr(worker_cls, match.group(2), None)), line  # a real phase, named
+    assert "Traceback" not in err
