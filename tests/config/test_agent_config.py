@@ -50,3 +50,33 @@ def test_compact_calls_offer_one_tool_and_openai_agent_needs_its_function(proble
     assert paths(got) == ["rollout.tool_parser"]
     got = problems(BASE + '[rollout]\nagent_loop = "openai_agent"\n')
     assert paths(got) == ["rollout.agent_loop_options.agent"]
+
+
+def test_an_agent_function_that_does_not_exist_fails_at_validate(problems, load):
+    openai = BASE + '[rollout]\nagent_loop = "openai_agent"\n[rollout.agent_loop_options]\n'
+    got = problems(openai + 'agent = "rlctl.agents.openai_loop:sovle"\n')
+    assert paths(got) == ["rollout.agent_loop_options.agent"]
+    assert "has no attribute 'sovle'" in got[0].message
+    got = problems(openai + 'agent = "no_such_package.agents:solve"\n')
+    assert paths(got) == ["rollout.agent_loop_options.agent"]
+    assert "no_such_package" in got[0].message
+    got = problems(openai + 'agent = "not a target"\n')  # the option model's pattern says why
+    assert paths(got) == ["rollout.agent_loop_options.agent"]
+    load(openai + 'agent = "rlctl.agents.openai_loop:load_agent"\n')  # exists: no problem
+
+
+def test_loops_get_the_options_validated_at_load(load):
+    from rlctl.agents.builtin_envs import GuessDigitOptions
+    from rlctl.agents.env_loop import EnvLoopOptions
+    from rlctl.models.tiny import build_tiny_tokenizer
+    from rlctl.registry import build_registry
+    from rlctl.trainer.worker.rollout_worker import build_agent_loop
+
+    loaded = load(BASE + '[rollout]\nagent_loop = "env"\n[rollout.agent_loop_options]\n'
+                  'max_turns = 2\n[rollout.environment]\nname = "guess_digit"\n'
+                  'options = {high = 7}\n')
+    loop = build_agent_loop(loaded, build_registry(external="none"), build_tiny_tokenizer())
+    assert loop.options is loaded.options_for("rollout.agent_loop_options")
+    assert isinstance(loop.options, EnvLoopOptions) and loop.options.max_turns == 2
+    assert loop.env_options is loaded.options_for("rollout.environment.options")
+    assert isinstance(loop.env_options, GuessDigitOptions) and loop.env_options.high == 7
