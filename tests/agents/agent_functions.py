@@ -1,4 +1,5 @@
-"""Agent functions for the gateway tests (``agent_loop_options.agent = "agent_functions:..."``)."""
+"""Agent functions for the gateway tests
+(``agent_loop_options.agent = "tests.agents.agent_functions:..."``)."""
 
 from __future__ import annotations
 

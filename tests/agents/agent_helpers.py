@@ -1,5 +1,4 @@
-"""Helpers of the agent tests: recipes in code, a scripted policy (a module with a unique name:
-every test directory has a ``conftest.py``, so ``from conftest import ...`` would be ambiguous)."""
+"""Helpers of the agent tests: recipes in code, a scripted policy."""
 
 from __future__ import annotations
 

@@ -6,12 +6,12 @@ import asyncio
 import types
 
 import pytest
-from agent_helpers import ScriptedPolicy, build_loop, ids, recipe, record
 
 from rlctl.agents.environment import StepResult
 from rlctl.engines.rollout.contract import SamplingParams
 from rlctl.hookspecs import hookimpl
 from rlctl.registry import build_registry, set_registry
+from tests.agents.agent_helpers import ScriptedPolicy, build_loop, ids, recipe, record
 
 GUESS = {"agent_loop": "env", "environment": {"name": "guess_digit"}}
 

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import asyncio
 
-import agent_functions as fns
 import openai
 import pytest
-from agent_helpers import build_loop, recipe
 
+import tests.agents.agent_functions as fns
 from rlctl.agents.gateway import Gateway
 from rlctl.agents.observation import chat_delta_ids
 from rlctl.engines.rollout.contract import RolloutEngineSpec, SamplingParams
 from rlctl.engines.rollout.hf.engine import HFRolloutEngine
 from rlctl.models.loading import load_tokenizer
 from rlctl.trainer.worker.agent_loop import PromptRecord
+from tests.agents.agent_helpers import build_loop, recipe
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,7 @@ def episode(loop, engine, prompt="what is 6*7?"):
 
 
 def test_an_episode_is_the_engines_tokens_plus_the_rendered_new_messages(setup):
-    loop, tok, engine = setup("agent_functions:two_turns")
+    loop, tok, engine = setup("tests.agents.agent_functions:two_turns")
     [out] = episode(loop, engine)
     record, (first, second) = fns.SEEN[-1]
     assert record.prompt == "what is 6*7?" and record.ground_truth == {"ground_truth": "42"}
@@ -62,7 +62,7 @@ def test_an_episode_is_the_engines_tokens_plus_the_rendered_new_messages(setup):
 
 
 def test_a_changed_history_starts_a_new_output(setup):
-    loop, tok, engine = setup("agent_functions:summarising")
+    loop, tok, engine = setup("tests.agents.agent_functions:summarising")
     outs = episode(loop, engine)
     assert len(outs) == 2 and all(o.extra["agent_reward"] == 0.5 for o in outs)
     assert tok.decode(outs[1].prompt_ids).startswith("<|im_start|>user\nsummary: ")
@@ -70,13 +70,13 @@ def test_a_changed_history_starts_a_new_output(setup):
 
 
 def test_the_turn_limit_refuses_the_next_request_and_fails_the_session(setup):
-    loop, _, engine = setup("agent_functions:greedy", max_turns=3)
+    loop, _, engine = setup("tests.agents.agent_functions:greedy", max_turns=3)
     with pytest.raises(openai.BadRequestError, match="turn limit"):
         episode(loop, engine)
 
 
 def test_unknown_sessions_are_refused_and_the_server_binds_loopback(setup):
-    _, tok, engine = setup("agent_functions:two_turns")
+    _, tok, engine = setup("tests.agents.agent_functions:two_turns")
 
     async def scenario():
         gateway = Gateway(tok, engine.generate)

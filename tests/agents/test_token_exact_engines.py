@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from agent_helpers import TOK, build_loop
 
 from rlctl.config.recipe import Recipe
 from rlctl.engines.rollout.contract import RolloutEngineSpec, SamplingParams
@@ -20,6 +19,7 @@ from rlctl.engines.train.batch import ModelBatch
 from rlctl.registry import get_registry
 from rlctl.testing.server_checkpoint import save_server_checkpoint, server_tiny_recipe
 from rlctl.trainer.worker.agent_loop import PromptRecord
+from tests.agents.agent_helpers import TOK, build_loop
 
 BACKENDS = [
     pytest.param("hf", id="hf"),

@@ -6,11 +6,11 @@ import asyncio
 import time
 
 import pytest
-from agent_helpers import TOK, ScriptedPolicy, build_loop, ids, recipe, record
 
 from rlctl.agents.tools import ToolFailure
 from rlctl.hookspecs import hookimpl
 from rlctl.registry import build_registry, set_registry
+from tests.agents.agent_helpers import TOK, ScriptedPolicy, build_loop, ids, recipe, record
 
 LOOKUP = {"agent_loop": "tool", "tool_parser": "compact", "tools": [{"name": "lookup"}]}
 

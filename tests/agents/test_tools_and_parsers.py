@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from agent_helpers import TOK, ids, record
 
 from rlctl.agents.builtin_tools import Calculator, Lookup
 from rlctl.agents.tool_parsers import CompactToolParser, HermesToolParser
 from rlctl.agents.tools import ToolCall, ToolContext, ToolFailure, ToolResult, run_call
+from tests.agents.agent_helpers import TOK, ids, record
 
 
 def call(tool, args):

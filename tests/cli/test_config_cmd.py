@@ -6,10 +6,10 @@ import json
 import tomllib
 from pathlib import Path
 
-from cli_helpers import DATA
 from inline_snapshot import snapshot
 
 from rlctl.config.recipe import Recipe
+from tests.cli.cli_helpers import DATA
 
 SMALL = str(DATA / "small.toml")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from config_helpers import BASE
+from tests.config.config_helpers import BASE
 
 TOOL = BASE + '[rollout]\nagent_loop = "tool"\ntool_parser = "compact"\n'
 
