@@ -326,7 +326,7 @@ def _dist_of(module_name: str) -> tuple[str, str]:
         return top, "unknown"
     try:
         return dists[0], version(dists[0])
-    except Exception:
+    except Exception:  # noqa: BLE001 - a broken distribution's metadata only loses its version
         return dists[0], "unknown"
 
 
@@ -365,7 +365,7 @@ def build_registry(*, external: str | None = None, extra: Sequence[object] = ())
             try:
                 plugin = ep.load()
                 pm.register(plugin, name=ep.name)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - one broken plugin is reported, not fatal
                 failures.append(PluginFailure(ep.name, ep.value, _describe(exc)))
                 continue
             dist = ep.dist

@@ -17,7 +17,7 @@ def _package_folders() -> set[str]:
 
 def _documented_folders() -> set[str]:
     text = (ROOT / "docs" / "design.md").read_text()
-    return set(re.findall(r"^\| `(rlctl/[^`]*)` \|", text, flags=re.M))
+    return set(re.findall(r"^\| `(rlctl/[^`]*)` \|", text, flags=re.MULTILINE))
 
 
 def test_every_package_folder_is_in_the_design_note():

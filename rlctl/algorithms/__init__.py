@@ -42,7 +42,8 @@ _LAZY: dict[str, str] = {
     "masked_whiten": "rlctl.algorithms.masked:masked_whiten",
 }
 
-__all__ = ["get_advantage_estimator", "get_policy_loss", *_LAZY]
+# The lazy names are _LAZY's string keys (resolved by __getattr__ on first use).
+__all__ = ["get_advantage_estimator", "get_policy_loss", *_LAZY]  # noqa: PLE0604
 
 
 def get_advantage_estimator(name: str) -> Callable[..., Any]:

@@ -56,7 +56,7 @@ def agg_loss(
     mode: str,
     *,
     global_normalizer: float | torch.Tensor | None = None,
-    horizon: int | float | None = None,
+    horizon: float | None = None,
 ) -> torch.Tensor:
     """Aggregate ``loss_mat`` [B, T] under ``loss_mask`` [B, T] into a scalar (see module doc)."""
     _check_mode(mode)

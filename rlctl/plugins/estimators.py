@@ -62,7 +62,7 @@ class OptimalTokenBaselineOptions(_Options):
 
 
 @hookimpl
-def register_advantage_estimators(register) -> None:  # noqa: ANN001 - pluggy callback
+def register_advantage_estimators(register) -> None:
     def group_relative(name: str, attr: str, **metadata: object) -> None:
         """An outcome estimator of :mod:`rlctl.algorithms.estimators`: needs group ids only."""
         metadata.setdefault("requires", frozenset())

@@ -60,7 +60,7 @@ class KlCovOptions(_Options):
 
 
 @hookimpl
-def register_policy_losses(register) -> None:  # noqa: ANN001 - pluggy callback
+def register_policy_losses(register) -> None:
     register(
         "vanilla", f"{_PG}:compute_policy_loss_vanilla",
         description="PPO clip with asymmetric clip_low/clip_high (DAPO) and dual-clip",

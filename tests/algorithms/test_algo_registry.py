@@ -48,7 +48,7 @@ def test_estimator_metadata_declares_needed_fields(registry):
         assert isinstance(reg.metadata["requires"], frozenset)
         assert reg.metadata["requires"] <= ALLOWED_FIELDS, reg.name
         assert isinstance(reg.metadata["group_based"], bool)
-    get = lambda name: registry.get("advantage_estimator", name).metadata  # noqa: E731
+    get = lambda name: registry.get("advantage_estimator", name).metadata
     assert get("gae")["requires"] == {"values"}
     assert get("remax")["requires"] == {"reward_baselines"}
     assert get("gdpo")["requires"] == {"reward_components"}
@@ -93,9 +93,9 @@ DOC_CHAPTERS = {"advantage_estimator": "Advantage estimators", "policy_loss": "P
 
 def _doc_sections(kind: str) -> dict[str, str]:
     """``### `name` `` entries of the chapter of ``kind`` (a name may be in both: ``gpg``)."""
-    chapters = re.split(r"^## (.+?)\s*$", DOCS.read_text(), flags=re.M)
+    chapters = re.split(r"^## (.+?)\s*$", DOCS.read_text(), flags=re.MULTILINE)
     chapter = chapters[chapters.index(DOC_CHAPTERS[kind]) + 1]
-    parts = re.split(r"^### `([a-z_0-9]+)`\s*$", chapter, flags=re.M)
+    parts = re.split(r"^### `([a-z_0-9]+)`\s*$", chapter, flags=re.MULTILINE)
     return {parts[i]: parts[i + 1] for i in range(1, len(parts), 2)}
 
 

@@ -39,8 +39,8 @@ flush_every = 10
         ("[engines.rollout.options]\ngeneration_batch_size = -1",
          "engines.rollout.options.generation_batch_size"),
         ("[data.task_options]\nmax_digit = 3", "data.task_options.max_digit"),
-        ("[algorithm.loss]\npolicy_loss = 'clip_cov'\n"
-         "[algorithm.loss.options]\nclip_cov_ratio = 'x'",
+        (("[algorithm.loss]\npolicy_loss = 'clip_cov'\n"
+          "[algorithm.loss.options]\nclip_cov_ratio = 'x'"),
          "algorithm.loss.options.clip_cov_ratio"),
         ("[algorithm]\nestimator = 'gpg'\n[algorithm.estimator_options]\nfnorm = 1",
          "algorithm.estimator_options.fnorm"),

@@ -90,7 +90,7 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)
 
-    resumed = subprocess.run(_cmd(killed, "--resume"), env=env, timeout=600)
+    resumed = subprocess.run(_cmd(killed, "--resume"), env=env, timeout=600, check=False)
     assert resumed.returncode == 0
     got = _metrics(run_dir)
     assert [r["step"] for r in got] == list(range(1, 7))

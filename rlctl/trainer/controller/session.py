@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from contextlib import ExitStack
-from typing import Any
+from typing import Any, Self
 
 from rlctl.config.loaded import LoadedRecipe
 from rlctl.config.recipe import Recipe
@@ -52,7 +52,7 @@ class Session:
         self.meter = TrafficMeter()
         self.reward: WorkerGroup | None = None  # started only when a reward is a model
 
-    def __enter__(self) -> Session:
+    def __enter__(self) -> Self:
         try:
             self._start()
         except BaseException:
@@ -114,8 +114,9 @@ class Session:
                 "train",
                 TrainingWorker,
                 [
-                    dict(loaded=self.loaded, plane=self.plane, roles=training_roles(recipe), rank=r,
-                         world_size=ranks, master_port=port, threads=train_threads)
+                    {"loaded": self.loaded, "plane": self.plane, "roles": training_roles(recipe),
+                     "rank": r, "world_size": ranks, "master_port": port,
+                     "threads": train_threads}
                     for r in range(ranks)
                 ],
                 self.meter,
@@ -126,8 +127,8 @@ class Session:
             self.rollout = RayWorkerGroup(
                 "rollout",
                 RolloutWorker,
-                [dict(loaded=self.loaded, plane=self.plane, rank=r, threads=max(cpus // workers, 1))
-                 for r in range(workers)],
+                [{"loaded": self.loaded, "plane": self.plane, "rank": r,
+                  "threads": max(cpus // workers, 1)} for r in range(workers)],
                 self.meter,
                 **self._bounds(),
             )

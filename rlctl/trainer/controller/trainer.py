@@ -175,7 +175,8 @@ class Trainer:
         chunks = prompts.chunk(self.rollout.world_size)
         pending = self.rollout.submit(
             RolloutWorker.generate,
-            [dict(prompts=c, partition=partition, global_step=step, sampling=sampling, group_size=n) for c in chunks],
+            [{"prompts": c, "partition": partition, "global_step": step, "sampling": sampling,
+              "group_size": n} for c in chunks],
             timeout=self.recipe.schedule.sample_timeout_s,
         )
         try:

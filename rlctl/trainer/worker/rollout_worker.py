@@ -363,7 +363,7 @@ class _StepRollout:
         items, self._buffer, self._flushing = self._buffer, [], None
         try:
             await self._put(items)
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001 - handed to every waiter on the flush
             done.set_exception(exc)
             return
         done.set_result(None)

@@ -31,8 +31,8 @@ from transformers.generation.logits_process import (
     TopPLogitsWarper,
 )
 
-from rlctl.engines.rollout.hf.options import HFRolloutOptions
 from rlctl.engines.rollout.contract import Generation, RolloutEngineSpec, SamplingParams
+from rlctl.engines.rollout.hf.options import HFRolloutOptions
 from rlctl.models.loading import load_causal_lm, load_tokenizer
 
 
@@ -291,7 +291,7 @@ class HFRolloutEngine:
                     s,
                     seed,
                 )
-            except Exception as exc:  # every waiter learns about the failure
+            except Exception as exc:  # noqa: BLE001 - every waiter learns about the failure
                 for item in queue.items:
                     if not item.future.done():
                         item.future.set_exception(exc)

@@ -26,7 +26,7 @@ def engine() -> HFRolloutEngine:
 
 
 def test_same_seed_same_outputs(engine):
-    kw = dict(max_new_tokens=6, temperature=1.0, top_p=1.0, top_k=0)
+    kw = {"max_new_tokens": 6, "temperature": 1.0, "top_p": 1.0, "top_k": 0}
     a = engine.generate_batch(PROMPTS * 8, seed=3, **kw)
     b = engine.generate_batch(PROMPTS * 8, seed=3, **kw)
     c = engine.generate_batch(PROMPTS * 8, seed=4, **kw)
@@ -125,7 +125,7 @@ def test_tokenised_task_prompts_generate_fast(engine):
 
 
 def test_top_p_renormalises_the_kept_tokens(engine):
-    kw = dict(max_new_tokens=4, temperature=1.0, seed=2)
+    kw = {"max_new_tokens": 4, "temperature": 1.0, "seed": 2}
     full = engine.generate_batch(PROMPTS * 4, top_p=1.0, **kw)
     nucleus = engine.generate_batch(PROMPTS * 4, top_p=0.3, **kw)
     with torch.no_grad():

@@ -22,7 +22,7 @@ SCRIPT = (Path(__file__).resolve().parents[4] / "rlctl" / "engines" / "rollout" 
 
 def test_env_names_match_the_build_script():
     text = SCRIPT.read_text()
-    versions = dict(re.findall(r'^(VLLM|SGLANG)_VERSION="([^"]+)"', text, flags=re.M))
+    versions = dict(re.findall(r'^(VLLM|SGLANG)_VERSION="([^"]+)"', text, flags=re.MULTILINE))
     assert ENV_NAMES == {"vllm": f"vllm-cpu-{versions['VLLM']}", "sglang": f"sglang-cpu-{versions['SGLANG']}"}
     for name in ENV_NAMES.values():
         prefix = name.rsplit("-", 1)[0]

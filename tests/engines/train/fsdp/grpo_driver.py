@@ -127,7 +127,7 @@ if __name__ == "__main__":
     h = run(tiny_recipe(a.task, seed=a.seed, lr=a.lr, max_new_tokens=a.max_new_tokens), a.steps,
             verbose=True)
     first3, last10 = sum(h.reward[:3]) / 3, sum(h.reward[-10:]) / 10
-    med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731  (medians: the cores are shared)
+    med = lambda xs: sorted(xs)[len(xs) // 2]
     print(f"first-3 {first3:.3f} last-10 {last10:.3f} ratio {last10 / max(first3, 1e-9):.1f} "
           f"wall {time.perf_counter() - t:.1f}s median step {med(h.t_step):.3f}s "
           f"gen {med(h.t_gen):.3f}s logp {med(h.t_logp):.3f}s update {med(h.t_update):.3f}s")
