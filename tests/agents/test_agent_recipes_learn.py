@@ -63,6 +63,7 @@ def test_tiny_tool_recipe_learns_to_call_the_tool(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # 100 steps: ~5 min idle on 2 cores; the tool recipe's curve stays in CI
 @pytest.mark.timeout(1800)
 def test_tiny_env_recipe_learns_from_feedback(tmp_path):
     rows = train(tmp_path, "recipes/tiny_env_grpo.toml", STEPS_ENV)

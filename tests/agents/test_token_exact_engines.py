@@ -29,6 +29,7 @@ BACKENDS = [
             id=name,
             marks=[
                 pytest.mark.slow,
+                pytest.mark.heavy,  # a server of its own, again: minutes each on 2 cores
                 pytest.mark.timeout(900),
                 pytest.mark.skipif(
                     built_env_python(name) is None,

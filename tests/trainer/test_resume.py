@@ -99,6 +99,7 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # a full first run; tests/cli/test_resume_preflight.py refuses the same in-process
 def test_resume_with_a_changed_algorithm_is_refused(tmp_path):
     recipe = _write(tmp_path, "r")
     text = recipe.read_text().replace("total_steps = 6", "total_steps = 2")

@@ -26,8 +26,10 @@ from rlctl.testing.server_checkpoint import (
 LOG_PROB_ATOL = 1e-4
 MAX_NEW_TOKENS = 12
 
+# heavy: a vLLM and an SGLang server again; each engine's own module compares it with hf.
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.heavy,
     pytest.mark.timeout(600),
     pytest.mark.skipif(
         built_env_python("vllm") is None or built_env_python("sglang") is None,

@@ -17,7 +17,11 @@ REPO = Path(__file__).resolve().parents[4]
 @requires_sglang_env
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize(("mode", "transport"), [("--local", "tensor"), ("--quiet", "distributed")])
+@pytest.mark.parametrize(("mode", "transport"), [
+    # heavy: the second full run with a server; the Ray one below stays in the default run
+    pytest.param("--local", "tensor", marks=pytest.mark.heavy),
+    ("--quiet", "distributed"),
+])
 def test_train_with_sglang_rollout(tmp_path, mode, transport):
     cmd = [
         sys.executable, "-m", "rlctl", "train", str(REPO / "recipes" / "tiny_grpo.toml"), "--quiet", mode,

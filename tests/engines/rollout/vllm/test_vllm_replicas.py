@@ -30,7 +30,8 @@ from tests.engines.rollout.vllm.test_vllm_engine import (  # noqa: F401 - fixtur
 )
 from tests.engines.rollout.vllm.vllm_env import VLLM_PYTHON, engine_spec, requires_vllm_env
 
-pytestmark = [requires_vllm_env, pytest.mark.slow, pytest.mark.timeout(600)]
+# heavy: two servers at once (~6.5 GB, minutes on 2 cores); test_vllm_engine covers one server.
+pytestmark = [requires_vllm_env, pytest.mark.slow, pytest.mark.heavy, pytest.mark.timeout(600)]
 
 PROMPTS = PARITY_PROMPTS
 SYNC = {"transport": "http_bytes", "bucket_mb": 0.1}  # [engines.rollout.weight_sync_options]

@@ -17,7 +17,11 @@ REPO = Path(__file__).resolve().parents[4]
 
 @requires_vllm_env
 @pytest.mark.slow
-@pytest.mark.parametrize(("mode", "transport"), [("--local", "http_bytes"), ("--quiet", "file")])
+@pytest.mark.parametrize(("mode", "transport"), [
+    # heavy: the second full run with a server; the Ray one below stays in the default run
+    pytest.param("--local", "http_bytes", marks=pytest.mark.heavy),
+    ("--quiet", "file"),
+])
 def test_train_with_vllm_rollout(tmp_path, mode, transport):
     logs = tmp_path / "server-logs"
     cmd = [
