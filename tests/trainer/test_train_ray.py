@@ -50,7 +50,10 @@ def test_transferqueue_data_plane_runs_the_same_steps(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("recipe", ["tiny_ppo_gae.toml", "tiny_rloo.toml"])
+@pytest.mark.parametrize("recipe", [
+    "tiny_ppo_gae.toml",  # the critic's worker path in Ray mode
+    pytest.param("tiny_rloo.toml", marks=pytest.mark.heavy),  # only the estimator differs
+])
 def test_other_cpu_recipes_run_a_few_steps(tmp_path, recipe):
     cmd = [
         sys.executable, "-m", "rlctl", "train", str(REPO / "recipes" / recipe), "--quiet", "--local",

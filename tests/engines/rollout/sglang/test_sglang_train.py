@@ -18,9 +18,10 @@ REPO = Path(__file__).resolve().parents[4]
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize(("mode", "transport"), [
-    # heavy: the second full run with a server; the Ray one below stays in the default run
+    # heavy, both: a full run with a server costs minutes on 2 cores; test_sglang_engine runs the
+    # real server (generation, parity with hf, all three weight syncs) in the default run
     pytest.param("--local", "tensor", marks=pytest.mark.heavy),
-    ("--quiet", "distributed"),
+    pytest.param("--quiet", "distributed", marks=pytest.mark.heavy),
 ])
 def test_train_with_sglang_rollout(tmp_path, mode, transport):
     cmd = [
