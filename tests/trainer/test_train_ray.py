@@ -51,7 +51,7 @@ def test_transferqueue_data_plane_runs_the_same_steps(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("recipe", [
-    "tiny_ppo_gae.toml",  # the critic's worker path in Ray mode
+    "tiny_ppo_gae.toml",  # PPO: the critic and GAE end to end
     pytest.param("tiny_rloo.toml", marks=pytest.mark.heavy),  # only the estimator differs
 ])
 def test_other_cpu_recipes_run_a_few_steps(tmp_path, recipe):
