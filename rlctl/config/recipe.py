@@ -15,7 +15,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PositiveFloat, PositiveInt
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from rlctl.config.strict import LAX, STRICT_CONFIG
 
@@ -163,7 +173,7 @@ class LossSection(Section):
     entropy_coef: float = Field(0.0, ge=0)
     """Weight of the entropy bonus."""
     tis_cap: float | None = Field(None, gt=0)
-    """Truncated importance sampling between rollout and training log-probs: cap, or ``None`` (off)."""
+    """Old spelling of ``[algorithm.correction] method = "truncated_is"``, ``cap = C``; still read as that."""
     options: Options = {}
     """Extra options of the selected policy loss, validated by its option model."""
 
@@ -209,6 +219,51 @@ class StalenessSection(Section):
     """Registered staleness policy: ``on_policy`` (sync) or ``bounded`` (streaming)."""
     options: Options = {}
     """Options of the selected policy (``bounded``: ``max_staleness``, ``on_stale``, ...)."""
+
+
+class CorrectionSection(Section):
+    """Off-policy correction: weights on the policy loss of tokens the rollout engine's
+    weights (``pi_behav``) generated, against the weights training them (``pi_prox``, the
+    old-log-prob pass); docs/streaming.md gives the math of each method."""
+
+    method: Literal["auto", "none", "truncated_is", "masked_is", "decoupled_ppo"] = "auto"
+    """``auto``: ``none`` in sync training, ``decoupled_ppo`` (cap 5) when streaming."""
+    cap: float | None = Field(None, gt=0)
+    """``truncated_is``: weight cap (default 2); ``decoupled_ppo``: weights above it are masked out (> 1, default 5)."""
+    low: float = Field(0.5, ge=0)
+    """``masked_is``: ratios below this are masked out."""
+    high: float = Field(2.0, gt=0)
+    """``masked_is``: ratios above this are masked out."""
+    level: Literal["token", "sequence"] = "token"
+    """``masked_is``: mask single tokens, or whole responses by their geometric-mean ratio."""
+
+    @model_validator(mode="after")
+    def _keys_fit_the_method(self) -> CorrectionSection:
+        """Each knob belongs to one method: a knob of another one is a mistake, named."""
+        used = {"cap": ("truncated_is", "decoupled_ppo"), "low": ("masked_is",),
+                "high": ("masked_is",), "level": ("masked_is",)}
+        for key, methods in used.items():
+            # set to something else than its default (a dumped recipe spells every key)
+            given = getattr(self, key) != type(self).model_fields[key].default
+            if given and self.method not in methods:
+                _refuse(type(self), (key,), getattr(self, key),
+                        f"{key} applies to method = {' or '.join(map(repr, methods))}, not "
+                        f"{self.method!r}", f'set method = "{methods[0]}", or remove {key}')
+        if self.method == "decoupled_ppo" and self.cap is not None and self.cap <= 1:
+            _refuse(type(self), ("cap",), self.cap, "decoupled_ppo masks the weights above cap",
+                    "use a cap > 1 (the default is 5); a large cap masks nothing")
+        if self.method == "masked_is" and self.low >= self.high:
+            _refuse(type(self), ("low",), self.low, f"masked_is keeps ratios in [low, high], "
+                    f"but high is {self.high}", "choose low < high (the defaults are 0.5 and 2)")
+        return self
+
+
+def _refuse(model: type, loc: tuple[str, ...], value: Any, message: str, fix: str) -> None:
+    """Raise a validation error at ``loc`` inside ``model`` that says its fix."""
+    error = PydanticCustomError("value_error", message.replace("{", "(").replace("}", ")"),
+                                {"fix": fix})
+    raise ValidationError.from_exception_data(
+        model.__name__, [InitErrorDetails(type=error, loc=loc, input=value)])
 
 
 class DynamicSamplingSection(Section):
@@ -270,12 +325,27 @@ class AlgorithmSection(Section):
     """Actor optimizer and learning-rate schedule."""
     staleness: StalenessSection = StalenessSection()
     """How old (in weight updates) a trained sample may be: the off-policy bound."""
+    correction: CorrectionSection = CorrectionSection()
+    """Off-policy correction of the policy loss (importance weights against the rollout)."""
     estimator_options: Options = {}
     """Extra options of the selected estimator, validated by its option model."""
     dynamic_sampling: DynamicSamplingSection = DynamicSamplingSection()
     """DAPO's dynamic sampling (drop groups whose rewards are all equal, draw again)."""
     overlong: OverlongSection = OverlongSection()
     """DAPO's overlong reward shaping and overlong filtering."""
+
+    @model_validator(mode="after")
+    def _tis_cap_or_correction(self) -> AlgorithmSection:
+        """The old ``loss.tis_cap`` still reads as ``truncated_is``; next to an explicit
+        ``[algorithm.correction]`` method the two would disagree, so that is refused."""
+        cap, method = self.loss.tis_cap, self.correction.method
+        if cap is not None and "method" in self.correction.model_fields_set \
+                and method != "auto":
+            _refuse(type(self), ("loss", "tis_cap"), cap,
+                    'tis_cap is the old spelling of [algorithm.correction] method = '
+                    f'"truncated_is", cap = {cap}; it cannot stand next to method = {method!r}',
+                    "remove tis_cap (a truncated_is cap goes in [algorithm.correction] cap)")
+        return self
 
 
 class RolloutSection(Section):
