@@ -193,3 +193,31 @@ def recipe_correction(loaded: Any) -> OffPolicyCorrection:
     return resolve_correction(recipe.algorithm.correction,
                               tis_cap=recipe.algorithm.loss.tis_cap,
                               max_staleness=policy_of(loaded).max_staleness)
+
+
+def correction_notes(loaded: object) -> list[str]:
+    """Notes on the recipe's off-policy correction (``config validate`` prints them).
+
+    Streamed samples come from weights up to k updates old; ``method = "none"`` treats
+    them as on-policy. Legal (k = 1 often trains fine), so a note, not an error. The old
+    ``[algorithm.loss] tis_cap`` still works; the note says where it lives now.
+    """
+    from rlctl.algorithms.staleness import policy_of
+
+    recipe = loaded.recipe  # type: ignore[attr-defined]
+    notes = []
+    cap = recipe.algorithm.loss.tis_cap
+    if cap is not None:
+        notes.append(
+            f"note: algorithm.loss.tis_cap = {cap:g} is the old spelling of [algorithm."
+            f'correction] method = "truncated_is", cap = {cap:g}; it is read as that, move it '
+            "there (docs/streaming.md)")
+    k = policy_of(loaded).max_staleness
+    if k > 0 and not recipe_correction(loaded).active:
+        notes.append(
+            f"note: algorithm.staleness: {recipe.algorithm.staleness.policy!r} trains samples "
+            f"up to {k} weight update(s) old with no off-policy correction "
+            '([algorithm.correction] method = "none"); use "decoupled_ppo" (what "auto" '
+            'picks), "truncated_is" or "masked_is" to weight them against the rollout '
+            "engine's log-probs (docs/streaming.md)")
+    return notes

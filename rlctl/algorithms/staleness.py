@@ -124,31 +124,3 @@ def policy_of(loaded: object) -> StalenessPolicy:
     section = loaded.recipe.algorithm.staleness  # type: ignore[attr-defined]
     return get_registry().load("staleness_policy", section.policy)(
         loaded.options_for("algorithm.staleness.options"))  # type: ignore[attr-defined]
-
-
-def correction_notes(loaded: object) -> list[str]:
-    """Notes on the recipe's off-policy correction (``config validate`` prints them).
-
-    Streamed samples come from weights up to k updates old; ``method = "none"`` treats
-    them as on-policy. Legal (k = 1 often trains fine), so a note, not an error. The old
-    ``[algorithm.loss] tis_cap`` still works; the note says where it lives now.
-    """
-    from rlctl.algorithms.off_policy import recipe_correction
-
-    recipe = loaded.recipe  # type: ignore[attr-defined]
-    notes = []
-    cap = recipe.algorithm.loss.tis_cap
-    if cap is not None:
-        notes.append(
-            f"note: algorithm.loss.tis_cap = {cap:g} is the old spelling of [algorithm."
-            f'correction] method = "truncated_is", cap = {cap:g}; it is read as that, move it '
-            "there (docs/streaming.md)")
-    k = policy_of(loaded).max_staleness
-    if k > 0 and not recipe_correction(loaded).active:
-        notes.append(
-            f"note: algorithm.staleness: {recipe.algorithm.staleness.policy!r} trains samples "
-            f"up to {k} weight update(s) old with no off-policy correction "
-            '([algorithm.correction] method = "none"); use "decoupled_ppo" (what "auto" '
-            'picks), "truncated_is" or "masked_is" to weight them against the rollout '
-            "engine's log-probs (docs/streaming.md)")
-    return notes

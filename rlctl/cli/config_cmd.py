@@ -63,7 +63,7 @@ def validate(
     if problems:
         say(format_problems(problems))
         raise typer.Exit(EXIT_USAGE)
-    from rlctl.algorithms.staleness import correction_notes
+    from rlctl.algorithms.off_policy import correction_notes
 
     for note in correction_notes(loaded):
         say(note)

@@ -21,6 +21,16 @@ from rlctl.protocol.kv import KVBatchMeta, make_key
 from rlctl.trainer.worker.agent_loop import AgentOutput, PromptRecord, SamplingParams
 from rlctl.trainer.worker.fields import from_rows, non_tensor_column, rows
 
+# A session is bounded by schedule.sample_timeout_s; the calls that run sessions (and the
+# controller's wait for their samples) by that plus this, so an overdue session is reported
+# as the failure of its uid before the whole call is given up on.
+SESSION_GRACE_S = 5.0
+
+
+def generate_bound(recipe: Any) -> float:
+    """Seconds a ``generate`` call, or a wait for its samples, may take."""
+    return recipe.schedule.sample_timeout_s + SESSION_GRACE_S
+
 
 def make_weight_sync(loaded: LoadedRecipe, registry: Any) -> tuple[Any, Any]:
     """The run's weight sync and its validated options (``None`` without an options model).
@@ -52,6 +62,7 @@ class RolloutWorker:
         self.threads = threads
         self.engine: Any = None
         self._idle_since: float | None = None  # end of the last generate (streaming metric)
+        self.written_fields: set[str] = set()  # every sample field this worker has put
 
     def ready(self) -> bool:
         import torch
@@ -156,6 +167,24 @@ class RolloutWorker:
         out.write_text("".join(json.dumps(r) + "\n" for r in out_rows))
         return len(out_rows)
 
+    # ------------------------------------------------------------------ checkpoints
+    def sample_fields(self) -> list[str]:
+        """The fields of every sample this worker has put (a checkpoint saves them all)."""
+        return sorted(self.written_fields)
+
+    def save_samples(self, meta: KVBatchMeta, fields: list[str], path: str) -> int:
+        """Finished samples of ``meta`` (tags and ``fields``) into directory ``path``."""
+        from rlctl.trainer.worker.sample_store import save_samples
+
+        return save_samples(self.plane, meta.partition_id, meta.keys, meta.tags, fields, path)
+
+    def load_samples(self, path: str) -> list[str]:
+        """Samples saved by :meth:`save_samples` back into the data plane; their keys."""
+        from rlctl.trainer.worker.sample_store import load_samples, stored_fields
+
+        self.written_fields.update(stored_fields(path))  # a later checkpoint saves them too
+        return load_samples(self.plane, path)
+
     # ------------------------------------------------------------------ weights
     def update_weights(self, weights: Any, version: int) -> int:
         """Load new policy weights (a state dict, or ``[ObjectRef]`` in Ray mode)."""
@@ -226,8 +255,7 @@ class _StepRollout:
 
     async def _run_prompt(self, rec: PromptRecord, n: int) -> tuple[int, int]:
         sessions = await asyncio.gather(
-            *(self.worker.agent_loop.run(rec, s, self.sampling, self._generate) for s in range(n)),
-            return_exceptions=True,
+            *(self._bounded_session(rec, s) for s in range(n)), return_exceptions=True,
         )
         outputs: list[_Scored] = []
         failures: list[tuple[str, str]] = []
@@ -247,6 +275,22 @@ class _StepRollout:
             ]
             await self.worker.plane.async_kv_batch_put([k for k, _ in failures], self.partition, None, tags)
         return len(outputs), len(failures)
+
+    async def _bounded_session(self, rec: PromptRecord, session_id: int) -> Any:
+        """One session, cancelled once it runs past ``schedule.sample_timeout_s``: it then
+        becomes a ``failure`` sample naming its uid, and its step reports it."""
+        bound = self.worker.recipe.schedule.sample_timeout_s
+        deadline = asyncio.timeout(bound)
+        try:
+            async with deadline:
+                return await self.worker.agent_loop.run(rec, session_id, self.sampling,
+                                                        self._generate)
+        except TimeoutError:
+            if not deadline.expired():
+                raise  # the agent loop's own timeout, not ours
+            raise TimeoutError(
+                f"session {session_id} of prompt {rec.uid} ran past schedule.sample_timeout_s "
+                f"= {bound:g} s and was cancelled") from None
 
     async def _score(self, key: str, rec: PromptRecord, out: AgentOutput) -> _Scored:
         from rlctl.plugin_errors import PluginCallError
@@ -334,6 +378,7 @@ class _StepRollout:
         for name in sorted({k for it in items for k in it.parts}):
             fields[name] = torch.tensor([it.parts.get(name, 0.0) for it in items], dtype=torch.float32)
         td = TensorDict(fields, batch_size=[len(items)])
+        self.worker.written_fields.update(fields)
         tags = [
             {
                 "uid": it.uid,
