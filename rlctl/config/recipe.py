@@ -453,7 +453,7 @@ class ScheduleSection(Section):
     keep_last: PositiveInt = 3
     """Checkpoints kept on disk."""
     sample_timeout_s: PositiveFloat = 600.0
-    """Seconds a step waits for its rollouts before it fails with the missing uids."""
+    """Seconds one rollout session may run (then it fails, naming its uid); a wait for a step's samples gives up 5 s later, naming the missing uids."""
     phase_timeout_s: float = Field(600.0, gt=0, allow_inf_nan=False)
     """Seconds one worker call may take (a phase: log-probs, advantages, an update, the weight
     sync, a checkpoint, the HF export); a rank that has not answered by then fails the run,
