@@ -53,3 +53,12 @@ def test_misplaced_or_contradicting_knobs_name_the_key(problems: Problems, overr
     assert p.path == path
     assert words in p.message, p.message
     assert p.fix
+
+
+def test_streaming_refuses_what_it_does_not_run(problems: Problems) -> None:
+    rm = ('[[rewards]]\nname = "digits_match"\n\n[[rewards]]\nname = "reward_model"\n'
+          'options = { path = "/rm" }\n')
+    found = problems(BASE + rm, overrides=[*STREAM, "algorithm.dynamic_sampling.enabled=true"])
+    assert sorted(p.path for p in found) == ["algorithm.dynamic_sampling.enabled",
+                                             "rewards[1].name"]
+    assert all("streams (dispatches steps ahead)" in p.message and p.fix for p in found)
