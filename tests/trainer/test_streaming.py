@@ -127,3 +127,42 @@ def test_a_session_past_its_bound_fails_its_step_naming_the_uid(make_recipe, rea
     assert uid, err[-2000:]
     assert f"step 2: 1 uid(s) failed in partition 'train': {uid.group(1)}: " in err
     assert took < 120, took  # model start-up, one step and the 3 s bound, not an hour
+
+
+def test_two_generate_calls_on_one_rollout_worker_both_finish_promptly(make_recipe):
+    """A Ray actor runs calls in threads: streaming submits step 2 while step 1 generates.
+    Each call drives its own event loop; the worker runs them one at a time (an engine's
+    batching belongs to one loop: without that, the second call's sessions sat until their
+    bound)."""
+    import threading
+
+    from rlctl.dataplane.memory import MemoryDataPlane
+    from rlctl.engines.rollout.contract import SamplingParams
+    from rlctl.models.loading import load_tokenizer
+    from rlctl.trainer.controller.prompts import PromptFeeder
+    from rlctl.trainer.worker.rollout_worker import RolloutWorker
+
+    loaded = validate_recipe(make_recipe(schedule={"sample_timeout_s": 120}))
+    plane = MemoryDataPlane()
+    worker = RolloutWorker(loaded, plane)
+    worker.ready()
+    feeder = PromptFeeder(loaded.recipe, load_tokenizer(loaded.recipe.model), plane,
+                          task_options=loaded.options_for("data.task_options"))
+    sampling = SamplingParams.from_recipe(loaded.recipe, validation=False)
+    results: dict[int, dict] = {}
+
+    def call(step: int) -> None:
+        prompts = feeder.next_batch(8, partition="train", global_step=step, n=4)
+        results[step] = worker.generate(prompts, "train", step, sampling, 4)
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=call, args=(s,)) for s in (1, 2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=110)
+    took = time.monotonic() - started
+    worker.close()
+    assert sorted(results) == [1, 2] and all(r["outputs"] == 32 for r in results.values())
+    assert len(plane.kv_list("train")) == 64
+    assert took < 60, took  # seconds of generation, not the 120 s bound

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -63,6 +64,10 @@ class RolloutWorker:
         self.engine: Any = None
         self._idle_since: float | None = None  # end of the last generate (streaming metric)
         self.written_fields: set[str] = set()  # every sample field this worker has put
+        # One generate call at a time: a Ray actor runs calls in threads (streaming submits
+        # step t + 1 while step t generates) and an engine's async batching belongs to one
+        # event loop; the overlap streaming wants is rollout vs. training, not two calls.
+        self._generating = threading.Lock()
 
     def ready(self) -> bool:
         import torch
@@ -126,11 +131,18 @@ class RolloutWorker:
         # The actor itself stays synchronous (Ray would otherwise run it as an async actor);
         # one event loop per call drives the sessions concurrently so the engine batches them.
         step = _StepRollout(self, partition, global_step, sampling)
-        started = time.monotonic()
-        counts = asyncio.run(step.run_all(records, n_per_prompt))
-        # how long this worker sat idle before this call: waiting for the trainer
-        counts["idle_s"] = 0.0 if self._idle_since is None else started - self._idle_since
-        self._idle_since = time.monotonic()
+        bound = generate_bound(self.recipe)
+        if not self._generating.acquire(timeout=bound):
+            raise TimeoutError(f"step {global_step}: the previous generate call of this rollout "
+                               f"worker held the engine for over {bound:g} s")
+        try:
+            started = time.monotonic()
+            counts = asyncio.run(step.run_all(records, n_per_prompt))
+            # how long this worker sat idle before this call: waiting for the trainer
+            counts["idle_s"] = 0.0 if self._idle_since is None else started - self._idle_since
+            self._idle_since = time.monotonic()
+        finally:
+            self._generating.release()
         return counts
 
     def varied_groups(self, meta: KVBatchMeta, field: str) -> list[str]:
