@@ -22,11 +22,10 @@ from pydantic import (
     Field,
     PositiveFloat,
     PositiveInt,
-    ValidationError,
     model_validator,
 )
-from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from rlctl.config.correction_checks import check_correction, check_tis_cap
 from rlctl.config.strict import LAX, STRICT_CONFIG
 
 
@@ -239,31 +238,8 @@ class CorrectionSection(Section):
 
     @model_validator(mode="after")
     def _keys_fit_the_method(self) -> CorrectionSection:
-        """Each knob belongs to one method: a knob of another one is a mistake, named."""
-        used = {"cap": ("truncated_is", "decoupled_ppo"), "low": ("masked_is",),
-                "high": ("masked_is",), "level": ("masked_is",)}
-        for key, methods in used.items():
-            # set to something else than its default (a dumped recipe spells every key)
-            given = getattr(self, key) != type(self).model_fields[key].default
-            if given and self.method not in methods:
-                _refuse(type(self), (key,), getattr(self, key),
-                        f"{key} applies to method = {' or '.join(map(repr, methods))}, not "
-                        f"{self.method!r}", f'set method = "{methods[0]}", or remove {key}')
-        if self.method == "decoupled_ppo" and self.cap is not None and self.cap <= 1:
-            _refuse(type(self), ("cap",), self.cap, "decoupled_ppo masks the weights above cap",
-                    "use a cap > 1 (the default is 5); a large cap masks nothing")
-        if self.method == "masked_is" and self.low >= self.high:
-            _refuse(type(self), ("low",), self.low, f"masked_is keeps ratios in [low, high], "
-                    f"but high is {self.high}", "choose low < high (the defaults are 0.5 and 2)")
+        check_correction(self)
         return self
-
-
-def _refuse(model: type, loc: tuple[str, ...], value: Any, message: str, fix: str) -> None:
-    """Raise a validation error at ``loc`` inside ``model`` that says its fix."""
-    error = PydanticCustomError("value_error", message.replace("{", "(").replace("}", ")"),
-                                {"fix": fix})
-    raise ValidationError.from_exception_data(
-        model.__name__, [InitErrorDetails(type=error, loc=loc, input=value)])
 
 
 class DynamicSamplingSection(Section):
@@ -336,16 +312,22 @@ class AlgorithmSection(Section):
 
     @model_validator(mode="after")
     def _tis_cap_or_correction(self) -> AlgorithmSection:
-        """The old ``loss.tis_cap`` still reads as ``truncated_is``; next to an explicit
-        ``[algorithm.correction]`` method the two would disagree, so that is refused."""
-        cap, method = self.loss.tis_cap, self.correction.method
-        if cap is not None and "method" in self.correction.model_fields_set \
-                and method != "auto":
-            _refuse(type(self), ("loss", "tis_cap"), cap,
-                    'tis_cap is the old spelling of [algorithm.correction] method = '
-                    f'"truncated_is", cap = {cap}; it cannot stand next to method = {method!r}',
-                    "remove tis_cap (a truncated_is cap goes in [algorithm.correction] cap)")
+        check_tis_cap(self)
         return self
+
+
+class ToolSection(Section):
+    name: str
+    """Registered tool."""
+    options: Options = {}
+    """Options of the tool, validated by its option model."""
+
+
+class EnvironmentSection(Section):
+    name: str
+    """Registered environment."""
+    options: Options = {}
+    """Options of the environment, validated by its option model."""
 
 
 class RolloutSection(Section):
@@ -359,6 +341,14 @@ class RolloutSection(Section):
     """Top-k sampling; 0 disables it."""
     agent_loop: str = "single_turn"
     """Registered agent loop that turns a prompt session into outputs."""
+    agent_loop_options: Options = {}
+    """Options of the agent loop (turn / token / time limits), validated by its option model."""
+    tools: list[ToolSection] = []
+    """Tools offered to the model by the ``tool`` agent loop (``[[rollout.tools]]``)."""
+    tool_parser: str | None = None
+    """Registered tool-call parser of the ``tool`` loop; ``None`` = ``hermes``."""
+    environment: EnvironmentSection | None = None
+    """The environment the ``env`` agent loop steps (``[rollout.environment]``)."""
     val_temperature: float = Field(0.0, ge=0)
     """Sampling temperature for validation."""
     val_group_size: PositiveInt = 1

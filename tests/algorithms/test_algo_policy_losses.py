@@ -11,7 +11,10 @@ import pytest
 import torch
 
 from rlctl.algorithms.aggregation import LOSS_AGG_MODES, loss_normalizer
-from rlctl.algorithms.covariance_losses import compute_policy_loss_clip_cov, compute_policy_loss_kl_cov
+from rlctl.algorithms.covariance_losses import (
+    compute_policy_loss_clip_cov,
+    compute_policy_loss_kl_cov,
+)
 from rlctl.algorithms.policy_losses import (
     compute_policy_loss_cispo,
     compute_policy_loss_geo_mean,

@@ -6,10 +6,10 @@ import json
 import tomllib
 from pathlib import Path
 
-from cli_helpers import DATA
 from inline_snapshot import snapshot
 
 from rlctl.config.recipe import Recipe
+from tests.cli.cli_helpers import DATA
 
 SMALL = str(DATA / "small.toml")
 
@@ -211,6 +211,8 @@ temperature = 1.0
 top_p = 1.0
 top_k = 0
 agent_loop = "single_turn"
+agent_loop_options = {}
+tools = []
 val_temperature = 0.0
 val_group_size = 1
 

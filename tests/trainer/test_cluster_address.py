@@ -10,10 +10,10 @@ import threading
 import time
 
 import pytest
-from cli_runs import REPO, TINY
 
 from rlctl.trainer.controller import ray_address
 from rlctl.trainer.controller.ray_address import ClusterUnreachable, check_cluster_address
+from tests.trainer.cli_runs import REPO, TINY
 
 
 def _closed_port() -> int:

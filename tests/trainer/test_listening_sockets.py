@@ -12,7 +12,8 @@ import socket
 
 import psutil
 import pytest
-from cli_runs import live_run
+
+from tests.trainer.cli_runs import live_run
 
 
 def _loopback(ip: str) -> bool:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 
 import pytest
-from cli_runs import live_run
 
 from rlctl.trainer.worker.rollout_worker import RolloutWorker
 from rlctl.trainer.worker.training_worker import TrainingWorker
+from tests.trainer.cli_runs import live_run
 
 PHASE_S = 15
 BOUNDS = ("-s", f"schedule.phase_timeout_s={PHASE_S}", "-s", f"schedule.sample_timeout_s={PHASE_S}",

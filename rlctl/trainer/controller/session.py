@@ -146,12 +146,14 @@ class Session:
 
         tokenizer = load_tokenizer(recipe.model)
         task_options = self.loaded.options_for("data.task_options")
+        tool_options = [self.loaded.options_for(f"rollout.tools[{i}].options")
+                        for i in range(len(recipe.rollout.tools))]
         feeder = PromptFeeder(recipe, tokenizer, self.plane, split="train",
-                              task_options=task_options)
+                              task_options=task_options, tool_options=tool_options)
         val_feeder = None
         if recipe.schedule.eval_every and (recipe.data.val is not None or recipe.data.task is not None):
             val_feeder = PromptFeeder(recipe, tokenizer, self.plane, split="val",
-                                      task_options=task_options)
+                                      task_options=task_options, tool_options=tool_options)
         self.replay = ReplayBuffer(self.plane)
         self.trainer = Trainer(
             recipe,

@@ -100,7 +100,9 @@ class Stream:
         t = self.t
         n = t.recipe.algorithm.group_size
         prompts = t.feeder.next_batch(count, partition=TRAIN, global_step=step, n=n)
-        t.replay.add(TRAIN, [(uid, n, step) for uid in prompts.keys])
+        # n per uid: the feeder's choice (a task or the choose_group_size hook may vary it)
+        t.replay.add(TRAIN, [(uid, int(tags["n"]), step)
+                             for uid, tags in zip(prompts.keys, prompts.tags, strict=True)])
         sampling = t.sampling(validate=False)
         pending = t.rollout.submit(
             RolloutWorker.generate,

@@ -169,7 +169,9 @@ class Trainer:
         """``count`` prompts -> rollout -> model rewards -> replay-buffer sample."""
         feeder = self.feeder if partition == TRAIN else self.val_feeder
         prompts = feeder.next_batch(count, partition=partition, global_step=step, n=n)
-        self.replay.add(partition, [(uid, n, step) for uid in prompts.keys])
+        # n per uid: the feeder's choice (a task or the choose_group_size hook may vary it)
+        self.replay.add(partition, [(uid, int(t["n"]), step)
+                                    for uid, t in zip(prompts.keys, prompts.tags, strict=True)])
         chunks = prompts.chunk(self.rollout.world_size)
         pending = self.rollout.submit(
             RolloutWorker.generate,

@@ -19,7 +19,12 @@ from typing import Any
 
 from rlctl.config.loaded import LoadedRecipe
 from rlctl.protocol.kv import KVBatchMeta, make_key
-from rlctl.trainer.worker.agent_loop import AgentOutput, PromptRecord, SamplingParams
+from rlctl.trainer.worker.agent_loop import (
+    AgentLoopSpec,
+    AgentOutput,
+    PromptRecord,
+    SamplingParams,
+)
 from rlctl.trainer.worker.fields import from_rows, non_tensor_column, rows
 
 # A session is bounded by schedule.sample_timeout_s; the calls that run sessions (and the
@@ -95,8 +100,7 @@ class RolloutWorker:
             weight_sync_options=sync_options,
         ))
         self.engine.load()
-        loop_cls = registry.load("agent_loop", self.recipe.rollout.agent_loop)
-        self.agent_loop = loop_cls()
+        self.agent_loop = build_agent_loop(self.loaded, registry, self.tokenizer)
         sections = effective_rewards(self.recipe, registry)
         options = [self.loaded.option_kwargs(f"rewards[{i}].options") for i in range(len(sections))]
         self.rewards = RewardSet.from_sections(sections, registry, options)
@@ -119,13 +123,17 @@ class RolloutWorker:
         Returns only counts: the outputs are in the data plane.
         """
         td = self.plane.kv_batch_get(
-            list(prompts.keys), prompts.partition_id, ["prompt_ids", "ground_truth", "data_source"]
+            list(prompts.keys), prompts.partition_id,
+            ["prompt_ids", "ground_truth", "data_source", "raw_prompt"],
         )
         truths = non_tensor_column(td, "ground_truth")
         sources = non_tensor_column(td, "data_source")
+        raws = non_tensor_column(td, "raw_prompt")
         records = [
-            PromptRecord(uid=key, prompt_ids=ids.tolist(), ground_truth=json.loads(truth), data_source=str(source))
-            for key, ids, truth, source in zip(prompts.keys, rows(td["prompt_ids"]), truths, sources, strict=True)
+            PromptRecord(uid=key, prompt_ids=ids.tolist(), ground_truth=json.loads(truth),
+                         data_source=str(source), prompt=json.loads(raw))
+            for key, ids, truth, source, raw in zip(
+                prompts.keys, rows(td["prompt_ids"]), truths, sources, raws, strict=True)
         ]
         n_per_prompt = [int(tags.get("n", group_size)) for tags in prompts.tags]
         # The actor itself stays synchronous (Ray would otherwise run it as an async actor);
@@ -156,9 +164,10 @@ class RolloutWorker:
         """Write decoded samples of ``meta`` (prompt, response, reward, advantage) as JSON lines."""
         from pathlib import Path
 
-        td = self.plane.kv_batch_get(list(meta.keys), meta.partition_id,
-                                     ["prompt_ids", "response_ids", "score", "advantages"])
+        names = ["prompt_ids", "response_ids", "score", "advantages", "loss_mask"]
+        td = self.plane.kv_batch_get(list(meta.keys), meta.partition_id, names)
         prompt_rows, response_rows, adv_rows = rows(td["prompt_ids"]), rows(td["response_ids"]), rows(td["advantages"])
+        mask_rows = rows(td["loss_mask"])
         out_rows = []
         for i, (key, tags) in enumerate(zip(meta.keys, meta.tags, strict=True)):
             adv = adv_rows[i]
@@ -173,11 +182,23 @@ class RolloutWorker:
                 "dispatch_step": tags.get("dispatch_step"),
                 "weight_version_min": tags.get("weight_version_min"),
                 "weight_version_max": tags.get("weight_version_max"),
+                # multi-turn: what the policy generated ("gen") and what it read ("obs")
+                "segments": self._segments(response_rows[i].tolist(), mask_rows[i].tolist()),
             })
         out = Path(path)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text("".join(json.dumps(r) + "\n" for r in out_rows))
         return len(out_rows)
+
+    def _segments(self, ids: list[int], mask: list[int]) -> list[list[str]]:
+        out: list[list[str]] = []
+        start = 0
+        for end in range(1, len(ids) + 1):
+            if end == len(ids) or mask[end] != mask[start]:
+                text = self.tokenizer.decode(ids[start:end], skip_special_tokens=False)
+                out.append(["gen" if mask[start] else "obs", text])
+                start = end
+        return out
 
     # ------------------------------------------------------------------ checkpoints
     def sample_fields(self) -> list[str]:
@@ -234,6 +255,17 @@ class RolloutWorker:
         return os.getpid()
 
 
+def build_agent_loop(loaded: LoadedRecipe, registry: Any, tokenizer: Any) -> Any:
+    """The recipe's agent loop (its registered target), given its options as validated at load
+    and those of the tools / environment it builds."""
+    loop_cls = registry.load("agent_loop", loaded.recipe.rollout.agent_loop)
+    return loop_cls(AgentLoopSpec(
+        recipe=loaded.recipe, tokenizer=tokenizer, registry=registry,
+        options=loaded.options_for("rollout.agent_loop_options"),
+        plugin_options=loaded.plugin_options,
+    ))
+
+
 @dataclass
 class _Scored:
     """One output with its reward, waiting to be written."""
@@ -276,8 +308,7 @@ class _StepRollout:
                 err = "".join(traceback.format_exception_only(type(result), result)).strip()
                 failures.append((make_key(rec.uid, session_id, 0), err))
                 continue
-            for index, out in enumerate(result):
-                outputs.append(await self._score(make_key(rec.uid, session_id, index), rec, out))
+            outputs += await self._score_session(rec, session_id, result)
         if outputs:
             await self._write(outputs)
         if failures:
@@ -304,6 +335,23 @@ class _StepRollout:
                 f"session {session_id} of prompt {rec.uid} ran past schedule.sample_timeout_s "
                 f"= {bound:g} s and was cancelled") from None
 
+    async def _score_session(
+        self, rec: PromptRecord, session_id: int, outs: list[AgentOutput]
+    ) -> list[_Scored]:
+        """Score a session's outputs: the last one by the reward functions, and every earlier
+        output of the session carries that same score (the episode's outcome; docs/agents.md).
+        """
+        if not outs:
+            raise RuntimeError(f"agent loop {self.worker.recipe.rollout.agent_loop!r} returned "
+                               f"no output for session {session_id} of prompt {rec.uid}")
+        for out in outs:
+            out.check()
+        keys = [make_key(rec.uid, session_id, index) for index in range(len(outs))]
+        final = await self._score(keys[-1], rec, outs[-1])
+        earlier = [_Scored(k, rec.uid, o, final.score, final.parts)
+                   for k, o in zip(keys, outs[:-1], strict=False)]
+        return earlier + [final]
+
     async def _score(self, key: str, rec: PromptRecord, out: AgentOutput) -> _Scored:
         from rlctl.plugin_errors import PluginCallError
         from rlctl.rewards.base import RewardInput
@@ -311,7 +359,7 @@ class _StepRollout:
         sample = RewardInput.from_tokens(
             self.worker.tokenizer,
             prompt_ids=out.prompt_ids,
-            response_ids=out.response_ids,
+            response_ids=out.response_ids if out.reward_ids is None else out.reward_ids,
             ground_truth=rec.ground_truth,
             data_source=rec.data_source,
             eos_token_ids=self.worker.eos_ids,
@@ -333,8 +381,8 @@ class _StepRollout:
         if overlong.buffer_len:  # DAPO's soft overlong punishment, part of the score
             from rlctl.algorithms.overlong import overlong_penalty
 
-            penalty = overlong_penalty(
-                len(out.response_ids), buffer_len=overlong.buffer_len,
+            penalty = overlong_penalty(  # generated tokens only: observations do not count
+                sum(out.mask()), buffer_len=overlong.buffer_len,
                 max_tokens=overlong.max_tokens or self.worker.recipe.rollout.max_new_tokens,
                 penalty_factor=overlong.penalty_factor)
             parts["reward/overlong"] = penalty
@@ -385,30 +433,47 @@ class _StepRollout:
             "prompt_ids": from_rows([it.out.prompt_ids for it in items], torch.long),
             "response_ids": from_rows([it.out.response_ids for it in items], torch.long),
             "rollout_log_probs": from_rows([it.out.rollout_log_probs for it in items], torch.float32),
+            # [B, (R_i)] 1 = generated, 0 = observation: every loss and estimator masks with it
+            "loss_mask": from_rows([it.out.mask() for it in items], torch.int8),
             "score": torch.tensor([it.score for it in items], dtype=torch.float32),  # [B]
         }
         for name in sorted({k for it in items for k in it.parts}):
             fields[name] = torch.tensor([it.parts.get(name, 0.0) for it in items], dtype=torch.float32)
+        if any(it.out.token_rewards is not None for it in items):
+            # Per-step rewards [B, (R_i)], in the same put (it makes the outputs terminal); only
+            # outputs tagged ``token_rewards`` are read back, the zeros of the others never are.
+            fields["token_rewards"] = from_rows(
+                [it.out.token_rewards or [0.0] * len(it.out.response_ids) for it in items],
+                torch.float32)
         td = TensorDict(fields, batch_size=[len(items)])
         self.worker.written_fields.update(fields)
-        tags = [
-            {
-                "uid": it.uid,
-                "global_step": self.global_step,
-                "dispatch_step": self.global_step,
-                "status": "success",
-                "prompt_len": len(it.out.prompt_ids),
-                "response_len": len(it.out.response_ids),
-                "seq_len": len(it.out.prompt_ids) + len(it.out.response_ids),
-                "weight_version": it.out.weight_version,
-                # one version per output today; a resumed partial rollout spans several
-                "weight_version_min": it.out.weight_version,
-                "weight_version_max": it.out.weight_version,
-                "finish_reason": it.out.finish_reason,
-            }
-            for it in items
-        ]
+        tags = [self._tags(it) for it in items]
         await self.worker.plane.async_kv_batch_put([it.key for it in items], self.partition, td, tags)
+
+    def _tags(self, it: _Scored) -> dict[str, Any]:
+        out = it.out
+        oldest, newest = out.version_range()
+        tags: dict[str, Any] = {
+            "uid": it.uid,
+            "global_step": self.global_step,
+            "dispatch_step": self.global_step,
+            "status": "success",
+            "prompt_len": len(out.prompt_ids),
+            "response_len": len(out.response_ids),
+            "loss_tokens": sum(out.mask()),  # generated tokens: what response_length counts
+            "seq_len": len(out.prompt_ids) + len(out.response_ids),
+            "weight_version": out.weight_version,
+            # the oldest / newest policy among the turns (one version for a single turn)
+            "weight_version_min": oldest,
+            "weight_version_max": newest,
+            "finish_reason": out.finish_reason,
+            "num_turns": out.num_turns,
+        }
+        if out.token_rewards is not None:
+            tags["token_rewards"] = True
+        for name, value in out.metrics.items():
+            tags[f"agent/{name}"] = float(value)
+        return tags
 
     async def _generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Any:
         return await self.worker.engine.generate(prompt_ids, sampling)

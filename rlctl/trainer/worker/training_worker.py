@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING, Any
 from rlctl.config.loaded import LoadedRecipe
 from rlctl.protocol.kv import KVBatchMeta
 from rlctl.trainer import metric_reduce as mr
-from rlctl.trainer.worker.fields import mask_from_lengths, rows, to_jagged, to_padded
+from rlctl.trainer.worker.fields import (
+    generated_lengths,
+    loss_mask_of,
+    mask_from_lengths,
+    rows,
+    to_jagged,
+    to_padded,
+)
 
 if TYPE_CHECKING:
     from rlctl.engines.train.contract import ModelEngine
@@ -118,12 +125,15 @@ class TrainingWorker:
             # Copies of the last sample keep shapes realistic; their mask is zeroed below.
             keys = keys + [keys[-1]] * (pad_to - n_real)
             lengths = lengths + [lengths[-1]] * (pad_to - n_real)
-        td = self.plane.kv_batch_get(keys, meta.partition_id, ["prompt_ids", "response_ids", *extra_fields])
+        td = self.plane.kv_batch_get(
+            keys, meta.partition_id, ["prompt_ids", "response_ids", "loss_mask", *extra_fields])
         prompts = rows(td["prompt_ids"])
         responses = rows(td["response_ids"])
         batch = ModelBatch.from_samples(prompts, responses, pad_id=self.pad_id)
         fields = {name: to_padded(td[name], lengths).float() for name in extra_fields}
+        # [B', R]: real response tokens that the policy generated (observations are 0)
         mask = mask_from_lengths(lengths, batch.responses.shape[1])
+        mask = mask * loss_mask_of(td, lengths, mask.shape[1])
         if n_real < pad_to:
             mask[n_real:] = 0.0
         fields["response_mask"] = mask
@@ -257,7 +267,7 @@ class TrainingWorker:
             ("critic/score" if n == "score" else n): mr.partial_of(td[n].float().reshape(-1).tolist())
             for n in names
         }
-        partials["response_length"] = mr.partial_of(meta.tag_values("response_len"))
+        partials["response_length"] = mr.partial_of(generated_lengths(meta))
         return partials
 
     # ------------------------------------------------------------------ weights & state

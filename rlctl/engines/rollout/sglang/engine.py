@@ -117,6 +117,8 @@ class SGLangRolloutEngine(ServerRolloutEngine):
             },
             "return_logprob": True,
         }
+        if s.stop_token_ids:  # a tool loop ends the turn at a call (the token is kept)
+            body["sampling_params"]["stop_token_ids"] = list(s.stop_token_ids)
         data = await self.post(replica, "/generate", body)
         try:
             meta = data["meta_info"]

@@ -118,6 +118,8 @@ class VLLMRolloutEngine(ServerRolloutEngine):
         }
         if self.options.request_seeds:
             body["seed"] = seed
+        if s.stop_token_ids:  # a tool loop ends the turn at a call (the token is kept)
+            body["stop_token_ids"] = list(s.stop_token_ids)
         data = await self.post(replica, "/v1/completions", body)
         try:
             choice = data["choices"][0]
