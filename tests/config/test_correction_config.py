@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from config_helpers import BASE
 
 from rlctl.algorithms.off_policy import OffPolicyCorrection, recipe_correction
 from rlctl.config.problems import ConfigProblem
+from tests.config.config_helpers import BASE
 
 Problems = Callable[..., list[ConfigProblem]]
 C = "algorithm.correction"
