@@ -149,9 +149,9 @@ class Stream:
     def checkpoint(self, out_dir: Path) -> dict[str, Any]:
         """The stream's state for a checkpoint; finished samples go to ``out_dir``.
 
-        Waits for every in-flight generation first (each bounded by
-        ``schedule.sample_timeout_s``), so what is saved is complete and the rollout
-        engines' sampler state (saved after this) follows it.
+        Waits for every in-flight generation first (each bounded like any ``generate``
+        call: ``schedule.sample_timeout_s`` plus a grace), so what is saved is complete and
+        the rollout engines' sampler state (saved after this) follows it.
         """
         t = self.t
         for d in self.in_flight:
