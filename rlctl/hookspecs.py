@@ -164,9 +164,13 @@ def register_policy_losses(register: Callable[..., None]) -> None:
 
     ``target(old_log_prob, log_prob, advantages, response_mask, *, loss_agg_mode,
     clip_low, clip_high, clip_ratio_c, rollout_log_probs=None, tis_cap=None,
-    global_normalizer=None, horizon=None, **options) -> (loss, metrics)`` with tensors
-    [B, T]; ``metrics`` maps names such as ``pg_clipfrac``, ``ppo_kl`` and
-    ``pg_clipfrac_lower`` to floats. Accept and ignore keywords you do not use.
+    correction=None, global_normalizer=None, horizon=None, **options) -> (loss, metrics)``
+    with tensors [B, T]; ``metrics`` maps names such as ``pg_clipfrac``, ``ppo_kl`` and
+    ``pg_clipfrac_lower`` to floats. ``correction`` is the recipe's off-policy correction
+    (:class:`rlctl.algorithms.off_policy.OffPolicyCorrection`; its ``weights(old_log_prob,
+    rollout_log_probs, response_mask)`` gives the per-token weights), ``None`` when off;
+    ``tis_cap`` is its cap when the method is ``truncated_is`` (the older convention).
+    Accept and ignore keywords you do not use.
     Metadata: ``recommended_loss_agg`` (str, optional).
     """
 
@@ -228,8 +232,9 @@ def register_staleness_policies(register: Callable[..., None]) -> None:
 
     ``target(options) -> StalenessPolicy`` (:class:`rlctl.algorithms.staleness.StalenessPolicy`:
     ``admit(dispatch_step, policy_version)``, ``evict(groups, policy_version)``,
-    ``select(groups, count)``, ``lookahead`` and ``max_staleness``); ``options``: the validated
-    option model instance, ``None`` when it registered none. Metadata: none required.
+    ``select(groups, count)``, ``lookahead`` and ``max_staleness``; ``state_dict()`` /
+    ``load_state_dict(state)`` keep JSON-able state across a checkpoint); ``options``: the
+    validated option model instance, ``None`` when it registered none. Metadata: none required.
     """
 
 

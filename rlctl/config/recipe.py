@@ -15,8 +15,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PositiveFloat, PositiveInt
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    model_validator,
+)
 
+from rlctl.config.correction_checks import check_correction, check_tis_cap
 from rlctl.config.strict import LAX, STRICT_CONFIG
 
 
@@ -163,7 +172,7 @@ class LossSection(Section):
     entropy_coef: float = Field(0.0, ge=0)
     """Weight of the entropy bonus."""
     tis_cap: float | None = Field(None, gt=0)
-    """Truncated importance sampling between rollout and training log-probs: cap, or ``None`` (off)."""
+    """Old spelling of ``[algorithm.correction] method = "truncated_is"``, ``cap = C``; still read as that."""
     options: Options = {}
     """Extra options of the selected policy loss, validated by its option model."""
 
@@ -209,6 +218,28 @@ class StalenessSection(Section):
     """Registered staleness policy: ``on_policy`` (sync) or ``bounded`` (streaming)."""
     options: Options = {}
     """Options of the selected policy (``bounded``: ``max_staleness``, ``on_stale``, ...)."""
+
+
+class CorrectionSection(Section):
+    """Off-policy correction: weights on the policy loss of tokens the rollout engine's
+    weights (``pi_behav``) generated, against the weights training them (``pi_prox``, the
+    old-log-prob pass); docs/streaming.md gives the math of each method."""
+
+    method: Literal["auto", "none", "truncated_is", "masked_is", "decoupled_ppo"] = "auto"
+    """``auto``: ``none`` in sync training, ``decoupled_ppo`` (cap 5) when streaming."""
+    cap: float | None = Field(None, gt=0)
+    """``truncated_is``: weight cap (default 2); ``decoupled_ppo``: weights above it are masked out (> 1, default 5)."""
+    low: float = Field(0.5, ge=0)
+    """``masked_is``: ratios below this are masked out."""
+    high: float = Field(2.0, gt=0)
+    """``masked_is``: ratios above this are masked out."""
+    level: Literal["token", "sequence"] = "token"
+    """``masked_is``: mask single tokens, or whole responses by their geometric-mean ratio."""
+
+    @model_validator(mode="after")
+    def _keys_fit_the_method(self) -> CorrectionSection:
+        check_correction(self)
+        return self
 
 
 class DynamicSamplingSection(Section):
@@ -270,12 +301,19 @@ class AlgorithmSection(Section):
     """Actor optimizer and learning-rate schedule."""
     staleness: StalenessSection = StalenessSection()
     """How old (in weight updates) a trained sample may be: the off-policy bound."""
+    correction: CorrectionSection = CorrectionSection()
+    """Off-policy correction of the policy loss (importance weights against the rollout)."""
     estimator_options: Options = {}
     """Extra options of the selected estimator, validated by its option model."""
     dynamic_sampling: DynamicSamplingSection = DynamicSamplingSection()
     """DAPO's dynamic sampling (drop groups whose rewards are all equal, draw again)."""
     overlong: OverlongSection = OverlongSection()
     """DAPO's overlong reward shaping and overlong filtering."""
+
+    @model_validator(mode="after")
+    def _tis_cap_or_correction(self) -> AlgorithmSection:
+        check_tis_cap(self)
+        return self
 
 
 class ToolSection(Section):
@@ -405,7 +443,7 @@ class ScheduleSection(Section):
     keep_last: PositiveInt = 3
     """Checkpoints kept on disk."""
     sample_timeout_s: PositiveFloat = 600.0
-    """Seconds a step waits for its rollouts before it fails with the missing uids."""
+    """Seconds one rollout session may run (then it fails, naming its uid); a wait for a step's samples gives up 5 s later, naming the missing uids."""
     phase_timeout_s: float = Field(600.0, gt=0, allow_inf_nan=False)
     """Seconds one worker call may take (a phase: log-probs, advantages, an update, the weight
     sync, a checkpoint, the HF export); a rank that has not answered by then fails the run,

@@ -1,5 +1,5 @@
 """Kill-and-resume equivalence: a run SIGKILLed mid-step and resumed logs exactly the metrics
-of an uninterrupted run (CPU, --local, fixed seed)."""
+of an uninterrupted run (CPU, --local, fixed seed), in sync and in streaming mode."""
 
 from __future__ import annotations
 
@@ -52,9 +52,21 @@ progress = false
 VOLATILE = ("timing_s/", "perf/throughput", "time")
 
 
-def _write(tmp: Path, name: str) -> Path:
+# k = 1 with drop-and-refill two steps ahead: a checkpoint after step t holds the finished
+# samples of steps t + 1 and t + 2, and step t + 2's are evicted (too stale) after resuming.
+STREAMING = """
+[algorithm.staleness]
+policy = "bounded"
+[algorithm.staleness.options]
+max_staleness = 1
+on_stale = "drop"
+lookahead = 2
+"""
+
+
+def _write(tmp: Path, name: str, extra: str = "") -> Path:
     path = tmp / f"{name}.toml"
-    path.write_text(RECIPE.format(name=name, out=tmp / "runs"))
+    path.write_text(RECIPE.format(name=name, out=tmp / "runs") + extra)
     return path
 
 
@@ -78,7 +90,18 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
 
     killed = _write(tmp_path, "killed")
     run_dir = tmp_path / "runs" / "killed"
-    proc = subprocess.Popen(_cmd(killed), env=env)
+    _kill_after_three_steps(_cmd(killed), env, run_dir)
+
+    resumed = subprocess.run(_cmd(killed, "--resume"), env=env, timeout=600, check=False)
+    assert resumed.returncode == 0
+    got = _metrics(run_dir)
+    assert [r["step"] for r in got] == list(range(1, 7))
+    assert got == [dict(r) for r in expected]
+    assert (run_dir / "hf" / "config.json").is_file()  # the final HF export
+
+
+def _kill_after_three_steps(cmd: list[str], env: dict[str, str], run_dir: Path) -> None:
+    proc = subprocess.Popen(cmd, env=env)
     deadline = time.monotonic() + 600
     # Three logged steps means step 2's checkpoint is committed (a step logs, then saves).
     while time.monotonic() < deadline:
@@ -90,12 +113,43 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)
 
-    resumed = subprocess.run(_cmd(killed, "--resume"), env=env, timeout=600, check=False)
+
+def _dumps(run_dir: Path) -> list[list[dict]]:
+    """Every step's decoded trained samples, without their random uids."""
+    out = []
+    for path in sorted((run_dir / "rollouts").glob("step_*.jsonl")):
+        rows = [json.loads(x) for x in path.read_text().splitlines()]
+        out.append([{k: v for k, v in r.items() if k != "key"} for r in rows])
+    return out
+
+
+@pytest.mark.slow
+def test_streaming_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
+    """What is compared: every logged metric of all 4 steps except timings and throughput
+    (streaming/staleness_*, dropped_groups and in_flight included), and every trained
+    sample of every step (prompt, response, reward, advantage, dispatch step, weight
+    versions). The checkpoint after step 2 holds the finished samples of steps 3 and 4."""
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    dump = ("-s", "logging.rollout_dump_samples=32", "-s", "schedule.total_steps=4")
+    ref = _write(tmp_path, "sref", STREAMING)  # names of one length: the dump path is metered
+    subprocess.run(_cmd(ref, *dump), check=True, env=env, timeout=600)
+    expected = _metrics(tmp_path / "runs" / "sref")
+    assert [r["streaming/dropped_groups"] for r in expected] == [0.0, 0.0, 8.0, 8.0]
+
+    killed = _write(tmp_path, "skil", STREAMING)
+    run_dir = tmp_path / "runs" / "skil"
+    _kill_after_three_steps(_cmd(killed, *dump), env, run_dir)
+    state = json.loads((run_dir / "checkpoints" / "step_2" / "trainer_state.json").read_text())
+    assert [d["step"] for d in state["extra"]["stream"]["in_flight"]] == [3, 4]
+    assert state["extra"]["stream"]["samples"] == 2 * 32
+
+    resumed = subprocess.run(_cmd(killed, "--resume", *dump), env=env, timeout=600,
+                             check=False)
     assert resumed.returncode == 0
     got = _metrics(run_dir)
-    assert [r["step"] for r in got] == list(range(1, 7))
-    assert got == [dict(r) for r in expected]
-    assert (run_dir / "hf" / "config.json").is_file()  # the final HF export
+    assert [r["step"] for r in got] == [1, 2, 3, 4]
+    assert got == expected
+    assert _dumps(run_dir) == _dumps(tmp_path / "runs" / "sref")
 
 
 @pytest.mark.slow

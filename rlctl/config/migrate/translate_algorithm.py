@@ -264,9 +264,10 @@ def _rollout_correction(lg: Ledger) -> None:
                      f"set it to {value!r}")
         else:
             lg.drop(key, f"at {value!r}")
-    lg.take(f"{rc}.rollout_is", "algorithm.loss.tis_cap")
-    cap = lg.take(f"{rc}.rollout_is_threshold", "algorithm.loss.tis_cap")
-    lg.put("algorithm.loss.tis_cap", float(cap), "algorithm.rollout_correction.rollout_is_threshold")
+    lg.take(f"{rc}.rollout_is", "algorithm.correction.method")
+    lg.put("algorithm.correction.method", "truncated_is", "algorithm.rollout_correction.rollout_is")
+    cap = lg.take(f"{rc}.rollout_is_threshold", "algorithm.correction.cap")
+    lg.put("algorithm.correction.cap", float(cap), "algorithm.rollout_correction.rollout_is_threshold")
     lg.drop_tree(rc, "not used by token-level truncated IS")
 
 

@@ -20,7 +20,7 @@ from rlctl.trainer import metric_reduce as mr
 from rlctl.trainer.controller.balance import balanced_equal_partition, group_partition
 from rlctl.trainer.controller.prompts import PromptFeeder
 from rlctl.trainer.controller.worker_group import TrafficMeter, WorkerError, WorkerGroup
-from rlctl.trainer.worker.rollout_worker import RolloutWorker
+from rlctl.trainer.worker.rollout_worker import RolloutWorker, generate_bound
 from rlctl.trainer.worker.training_worker import TrainingWorker
 
 TRAIN, VAL = "train", "val"
@@ -177,11 +177,11 @@ class Trainer:
             RolloutWorker.generate,
             [{"prompts": c, "partition": partition, "global_step": step, "sampling": sampling,
               "group_size": n} for c in chunks],
-            timeout=self.recipe.schedule.sample_timeout_s,
+            timeout=generate_bound(self.recipe),
         )
         try:
-            batch = self.wait_for_samples(partition, step, pending)
-            counts = self.rollout.wait(pending, timeout=self.recipe.schedule.sample_timeout_s)
+            batch = self.wait_for_samples(partition, step, [pending])
+            counts = self.rollout.wait(pending, timeout=generate_bound(self.recipe))
             if len(prompts) < len(set(batch.tag_values("uid"))):  # the groups kept from earlier draws
                 mine = set(prompts.keys)
                 batch = batch.select([i for i, u in enumerate(batch.tag_values("uid")) if u in mine])
@@ -195,24 +195,28 @@ class Trainer:
         self.rollout_counts = mr.merge([self.rollout_counts, *drawn])
         return batch
 
-    def wait_for_samples(self, partition: str, step: int, pending: Any) -> KVBatchMeta:
+    def wait_for_samples(self, partition: str, step: int, pending: list[Any]) -> KVBatchMeta:
         """The replay buffer's answer for ``step``; fails at once if a rollout worker failed.
 
         Readiness is pushed by the data plane, so ``sample`` returns within milliseconds of the
-        last put; waiting in slices lets a crashed worker surface now, not after the timeout.
+        last put; waiting in slices lets a crashed worker (any of the ``pending`` calls)
+        surface now, not after the timeout. A session past ``schedule.sample_timeout_s`` is a
+        failure naming its uid (the rollout worker cancels it); the wait itself gives up a
+        grace period later, naming the uids still missing.
         """
         from rlctl.dataplane import SampleTimeout
 
-        deadline = time.monotonic() + self.recipe.schedule.sample_timeout_s
+        total = generate_bound(self.recipe)
+        deadline = time.monotonic() + total
         while True:
             remaining = deadline - time.monotonic()
             try:
                 return self.replay.sample(partition, step, timeout=max(min(remaining, 1.0), 0.0))
             except SampleTimeout as exc:
-                self.rollout.raise_if_failed(pending)
+                for p in pending:
+                    self.rollout.raise_if_failed(p)
                 if time.monotonic() >= deadline:
                     # The last slice's message says "after 1.0 s": state the whole wait.
-                    total = self.recipe.schedule.sample_timeout_s
                     text = re.sub(r"after [0-9.]+ s", f"after {total:.0f} s", str(exc), count=1)
                     stopped = self.rollout.unresponsive()
                     if stopped:  # a stopped worker explains the missing samples best

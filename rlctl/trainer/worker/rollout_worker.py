@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -25,6 +26,16 @@ from rlctl.trainer.worker.agent_loop import (
     SamplingParams,
 )
 from rlctl.trainer.worker.fields import from_rows, non_tensor_column, rows
+
+# A session is bounded by schedule.sample_timeout_s; the calls that run sessions (and the
+# controller's wait for their samples) by that plus this, so an overdue session is reported
+# as the failure of its uid before the whole call is given up on.
+SESSION_GRACE_S = 5.0
+
+
+def generate_bound(recipe: Any) -> float:
+    """Seconds a ``generate`` call, or a wait for its samples, may take."""
+    return recipe.schedule.sample_timeout_s + SESSION_GRACE_S
 
 
 def make_weight_sync(loaded: LoadedRecipe, registry: Any) -> tuple[Any, Any]:
@@ -57,6 +68,11 @@ class RolloutWorker:
         self.threads = threads
         self.engine: Any = None
         self._idle_since: float | None = None  # end of the last generate (streaming metric)
+        self.written_fields: set[str] = set()  # every sample field this worker has put
+        # One generate call at a time: a Ray actor runs calls in threads (streaming submits
+        # step t + 1 while step t generates) and an engine's async batching belongs to one
+        # event loop; the overlap streaming wants is rollout vs. training, not two calls.
+        self._generating = threading.Lock()
 
     def ready(self) -> bool:
         import torch
@@ -123,11 +139,18 @@ class RolloutWorker:
         # The actor itself stays synchronous (Ray would otherwise run it as an async actor);
         # one event loop per call drives the sessions concurrently so the engine batches them.
         step = _StepRollout(self, partition, global_step, sampling)
-        started = time.monotonic()
-        counts = asyncio.run(step.run_all(records, n_per_prompt))
-        # how long this worker sat idle before this call: waiting for the trainer
-        counts["idle_s"] = 0.0 if self._idle_since is None else started - self._idle_since
-        self._idle_since = time.monotonic()
+        bound = generate_bound(self.recipe)
+        if not self._generating.acquire(timeout=bound):
+            raise TimeoutError(f"step {global_step}: the previous generate call of this rollout "
+                               f"worker held the engine for over {bound:g} s")
+        try:
+            started = time.monotonic()
+            counts = asyncio.run(step.run_all(records, n_per_prompt))
+            # how long this worker sat idle before this call: waiting for the trainer
+            counts["idle_s"] = 0.0 if self._idle_since is None else started - self._idle_since
+            self._idle_since = time.monotonic()
+        finally:
+            self._generating.release()
         return counts
 
     def varied_groups(self, meta: KVBatchMeta, field: str) -> list[str]:
@@ -176,6 +199,24 @@ class RolloutWorker:
                 out.append(["gen" if mask[start] else "obs", text])
                 start = end
         return out
+
+    # ------------------------------------------------------------------ checkpoints
+    def sample_fields(self) -> list[str]:
+        """The fields of every sample this worker has put (a checkpoint saves them all)."""
+        return sorted(self.written_fields)
+
+    def save_samples(self, meta: KVBatchMeta, fields: list[str], path: str) -> int:
+        """Finished samples of ``meta`` (tags and ``fields``) into directory ``path``."""
+        from rlctl.trainer.worker.sample_store import save_samples
+
+        return save_samples(self.plane, meta.partition_id, meta.keys, meta.tags, fields, path)
+
+    def load_samples(self, path: str) -> list[str]:
+        """Samples saved by :meth:`save_samples` back into the data plane; their keys."""
+        from rlctl.trainer.worker.sample_store import load_samples, stored_fields
+
+        self.written_fields.update(stored_fields(path))  # a later checkpoint saves them too
+        return load_samples(self.plane, path)
 
     # ------------------------------------------------------------------ weights
     def update_weights(self, weights: Any, version: int) -> int:
@@ -258,8 +299,7 @@ class _StepRollout:
 
     async def _run_prompt(self, rec: PromptRecord, n: int) -> tuple[int, int]:
         sessions = await asyncio.gather(
-            *(self.worker.agent_loop.run(rec, s, self.sampling, self._generate) for s in range(n)),
-            return_exceptions=True,
+            *(self._bounded_session(rec, s) for s in range(n)), return_exceptions=True,
         )
         outputs: list[_Scored] = []
         failures: list[tuple[str, str]] = []
@@ -278,6 +318,22 @@ class _StepRollout:
             ]
             await self.worker.plane.async_kv_batch_put([k for k, _ in failures], self.partition, None, tags)
         return len(outputs), len(failures)
+
+    async def _bounded_session(self, rec: PromptRecord, session_id: int) -> Any:
+        """One session, cancelled once it runs past ``schedule.sample_timeout_s``: it then
+        becomes a ``failure`` sample naming its uid, and its step reports it."""
+        bound = self.worker.recipe.schedule.sample_timeout_s
+        deadline = asyncio.timeout(bound)
+        try:
+            async with deadline:
+                return await self.worker.agent_loop.run(rec, session_id, self.sampling,
+                                                        self._generate)
+        except TimeoutError:
+            if not deadline.expired():
+                raise  # the agent loop's own timeout, not ours
+            raise TimeoutError(
+                f"session {session_id} of prompt {rec.uid} ran past schedule.sample_timeout_s "
+                f"= {bound:g} s and was cancelled") from None
 
     async def _score_session(
         self, rec: PromptRecord, session_id: int, outs: list[AgentOutput]
@@ -390,6 +446,7 @@ class _StepRollout:
                 [it.out.token_rewards or [0.0] * len(it.out.response_ids) for it in items],
                 torch.float32)
         td = TensorDict(fields, batch_size=[len(items)])
+        self.worker.written_fields.update(fields)
         tags = [self._tags(it) for it in items]
         await self.worker.plane.async_kv_batch_put([it.key for it in items], self.partition, td, tags)
 

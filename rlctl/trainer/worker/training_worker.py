@@ -96,6 +96,10 @@ class TrainingWorker:
             self.engines[role] = engine
         if "critic" in self.engines:
             self.critic_loss = build_critic_loss(self.recipe)
+        from rlctl.algorithms.off_policy import recipe_correction
+
+        # [algorithm.correction] with "auto" resolved against the staleness bound
+        self.correction = recipe_correction(self.loaded)
         first = next(iter(self.engines.values()))
         self.dp_rank, self.dp_size = first.dp_rank, first.dp_size
         self.writes_outputs = first.writes_outputs
@@ -185,10 +189,12 @@ class TrainingWorker:
         needed = ["old_log_probs", "advantages"]
         if self.recipe.algorithm.kl.apply_in == "loss":
             needed.append("ref_log_probs")
-        if self.recipe.algorithm.loss.tis_cap is not None:
+        correction = self.correction
+        if correction.active:
             needed.append("rollout_log_probs")
         loss_fn = build_actor_loss(self.recipe, self.registry, kl_coef=kl_coef,
-                                   options=self.loaded.option_kwargs("algorithm.loss.options"))
+                                   options=self.loaded.option_kwargs("algorithm.loss.options"),
+                                   correction=correction)
         masked = None
         if self.recipe.algorithm.overlong.filter:
             # DAPO's overlong filtering: a truncated response adds no loss and no tokens
