@@ -357,7 +357,9 @@ def build_registry(*, external: str | None = None, extra: Sequence[object] = ())
     mode = (external if external is not None else os.environ.get(PLUGINS_ENV, "auto")).strip()
     allow: set[str] | None = None
     if mode.lower() not in ("", "auto", "all"):
-        allow = set() if mode.lower() == "none" else {p.strip() for p in mode.split(",") if p.strip()}
+        allow = (
+            set() if mode.lower() == "none" else {p.strip() for p in mode.split(",") if p.strip()}
+        )
     if allow is None or allow:
         for ep in entry_points(group=ENTRY_POINT_GROUP):
             if allow is not None and ep.name not in allow:

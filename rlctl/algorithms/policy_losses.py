@@ -42,7 +42,9 @@ from rlctl.algorithms.off_policy import OffPolicyCorrection
 LOG_RATIO_CLAMP = 20.0
 
 
-def _check_shapes(old_log_prob: torch.Tensor, log_prob: torch.Tensor, response_mask: torch.Tensor) -> None:
+def _check_shapes(
+    old_log_prob: torch.Tensor, log_prob: torch.Tensor, response_mask: torch.Tensor
+) -> None:
     if not (old_log_prob.shape == log_prob.shape == response_mask.shape):
         raise ValueError(
             "old_log_prob, log_prob and response_mask must be [B, T] of one shape; got "
@@ -75,7 +77,11 @@ def finish_policy_loss(
     pg_losses = apply_correction(pg_losses, old_log_prob, rollout_log_probs, response_mask,
                                  correction, metrics)
     loss = agg_loss(
-        pg_losses, response_mask, loss_agg_mode, global_normalizer=global_normalizer, horizon=horizon
+        pg_losses,
+        response_mask,
+        loss_agg_mode,
+        global_normalizer=global_normalizer,
+        horizon=horizon,
     )
     return loss, {k: float(v) for k, v in metrics.items()}
 
@@ -143,7 +149,9 @@ def loss_metrics(
 LossMath = Callable[..., tuple[torch.Tensor, dict[str, Any]]]
 PolicyLoss = Callable[..., tuple[torch.Tensor, dict[str, float]]]
 
-def policy_loss(*, default_agg_mode: str, applies_tis: bool = False) -> Callable[[LossMath], PolicyLoss]:
+def policy_loss(
+    *, default_agg_mode: str, applies_tis: bool = False
+) -> Callable[[LossMath], PolicyLoss]:
     """Turn a loss's math into a policy loss with the common calling convention (module doc).
 
     The decorated ``math(old_log_prob, log_prob, advantages, response_mask, **options)``
@@ -289,7 +297,9 @@ def compute_policy_loss_cispo(
     ratio = torch.exp(log_ratio)
     clipped_ratio = torch.clamp(ratio, 1 - clip_low, 1 + clip_high)
     pg_losses = -clipped_ratio.detach() * advantages * log_prob
-    return pg_losses, loss_metrics(ppo_kl, masked_mean((ratio != clipped_ratio).float(), response_mask))
+    return pg_losses, loss_metrics(
+        ppo_kl, masked_mean((ratio != clipped_ratio).float(), response_mask)
+    )
 
 
 @policy_loss(default_agg_mode="seq-mean-token-mean")

@@ -42,7 +42,9 @@ Options = dict[str, Any]
 def _non_empty_path(value: Any) -> Any:
     # pydantic turns "" into Path("."): `-s data.train=` would silently mean the current directory.
     if isinstance(value, str) and not value.strip():
-        raise ValueError("an empty path is not a path; give a file or directory (or remove the key)")
+        raise ValueError(
+            "an empty path is not a path; give a file or directory (or remove the key)"
+        )
     return value
 
 
@@ -92,9 +94,11 @@ class TinyModelSection(Section):
 
 class ModelSection(Section):
     path: str = "tiny"
-    """Policy weights: a local HF directory or hub id, or ``tiny`` for an offline random-init tiny Qwen3."""
+    """Policy weights: a local HF directory or hub id, or ``tiny`` for an offline random-init tiny
+    Qwen3."""
     tokenizer: str | None = None
-    """Tokenizer directory or id; defaults to ``path`` (``tiny`` builds a character tokenizer offline)."""
+    """Tokenizer directory or id; defaults to ``path`` (``tiny`` builds a character tokenizer
+    offline)."""
     dtype: Literal["float32", "bfloat16", "float16"] = "bfloat16"
     """Parameter dtype of the policy for training and rollout."""
     trust_remote_code: bool = False
@@ -134,7 +138,8 @@ class DataSection(Section):
     """
 
     train: FilePath | list[FilePath] | None = None
-    """Training prompts: a .parquet (verl layout) or .jsonl file, a HF datasets directory (save_to_disk), or a list of them (concatenated)."""
+    """Training prompts: a .parquet (verl layout) or .jsonl file, a HF datasets directory
+    (save_to_disk), or a list of them (concatenated)."""
     val: FilePath | list[FilePath] | None = None
     """Validation prompts, in the same formats as ``train``."""
     task: str | None = None
@@ -167,12 +172,15 @@ class LossSection(Section):
     """Upper clip of the importance ratio (1 + clip_high); 0.28 is DAPO's clip-higher."""
     clip_ratio_c: float | None = Field(3.0, gt=1)
     """Dual-clip bound for negative advantages; ``None`` disables dual-clip."""
-    agg: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = "token-mean"
+    agg: Literal[
+        "token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"
+    ] = "token-mean"
     """How per-token losses reduce to one number."""
     entropy_coef: float = Field(0.0, ge=0)
     """Weight of the entropy bonus."""
     tis_cap: float | None = Field(None, gt=0)
-    """Old spelling of ``[algorithm.correction] method = "truncated_is"``, ``cap = C``; still read as that."""
+    """Old spelling of ``[algorithm.correction] method = "truncated_is"``, ``cap = C``; still read
+    as that."""
     options: Options = {}
     """Extra options of the selected policy loss, validated by its option model."""
 
@@ -228,7 +236,8 @@ class CorrectionSection(Section):
     method: Literal["auto", "none", "truncated_is", "masked_is", "decoupled_ppo"] = "auto"
     """``auto``: ``none`` in sync training, ``decoupled_ppo`` (cap 5) when streaming."""
     cap: float | None = Field(None, gt=0)
-    """``truncated_is``: weight cap (default 2); ``decoupled_ppo``: weights above it are masked out (> 1, default 5)."""
+    """``truncated_is``: weight cap (default 2); ``decoupled_ppo``: weights above it are masked out
+    (> 1, default 5)."""
     low: float = Field(0.5, ge=0)
     """``masked_is``: ratios below this are masked out."""
     high: float = Field(2.0, gt=0)
@@ -443,7 +452,8 @@ class ScheduleSection(Section):
     keep_last: PositiveInt = 3
     """Checkpoints kept on disk."""
     sample_timeout_s: PositiveFloat = 600.0
-    """Seconds one rollout session may run (then it fails, naming its uid); a wait for a step's samples gives up 5 s later, naming the missing uids."""
+    """Seconds one rollout session may run (then it fails, naming its uid); a wait for a step's
+    samples gives up 5 s later, naming the missing uids."""
     phase_timeout_s: float = Field(600.0, gt=0, allow_inf_nan=False)
     """Seconds one worker call may take (a phase: log-probs, advantages, an update, the weight
     sync, a checkpoint, the HF export); a rank that has not answered by then fails the run,

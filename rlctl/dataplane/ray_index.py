@@ -138,7 +138,8 @@ class IndexActorClient:
         return (reconnect, (type(self), self.options, self.run_id, self._index))
 
     def _index_put(self, partition_id: str, keys: list[str], tags, box, names: list[str]) -> None:
-        """Register ``keys``' fields ``names`` (block handle in ``box``) and a copy of their tags."""
+        """Register ``keys``' fields ``names`` (block handle in ``box``) and a copy of their
+        tags."""
         tags = None if tags is None else [dict(t) for t in tags]
         call(
             self._index.put.remote(partition_id, keys, tags, box, names),

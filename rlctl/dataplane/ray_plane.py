@@ -73,7 +73,12 @@ class RayDataPlane(IndexActorClient, BlockDataPlane):
 
     # ------------------------------------------------------------------ reads
     def _read(
-        self, partition_id: str, keys: list[str], fields: list[str], layout: Layout, pad_value: float
+        self,
+        partition_id: str,
+        keys: list[str],
+        fields: list[str],
+        layout: Layout,
+        pad_value: float,
     ) -> TensorDict:
         boxed, locs = call(
             self._index.locate.remote(partition_id, keys, fields),

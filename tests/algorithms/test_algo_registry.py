@@ -28,7 +28,11 @@ ISSUE_LOSSES = {"vanilla", "gspo", "cispo", "sapo", "clip_cov", "kl_cov", "gpg",
 @pytest.fixture(scope="module")
 def registry():
     reg = build_registry(external="none")
-    mine = [f for f in reg.failures if f.source.startswith(("rlctl.plugins.estimators", "rlctl.plugins.policy_losses"))]
+    mine = [
+        f
+        for f in reg.failures
+        if f.source.startswith(("rlctl.plugins.estimators", "rlctl.plugins.policy_losses"))
+    ]
     assert mine == []
     return reg
 
@@ -102,7 +106,9 @@ def _doc_sections(kind: str) -> dict[str, str]:
 @pytest.mark.parametrize("kind", DOC_CHAPTERS)
 def test_every_registered_name_has_a_docs_entry_with_formula_fields_and_paper(registry, kind):
     sections = _doc_sections(kind)
-    assert set(sections) == set(registry.names(kind)), "docs/algorithms.md and the registry disagree"
+    assert set(sections) == set(registry.names(kind)), (
+        "docs/algorithms.md and the registry disagree"
+    )
     for name, body in sections.items():
         for label in ("**Formula:**", "**Fields:**", "**Paper:**"):
             assert label in body, f"docs entry {name!r} lacks {label}"
@@ -154,7 +160,9 @@ def test_a_third_party_estimator_is_found_through_its_entry_point(tmp_path, monk
     """))
     dist = tmp_path / "thirdparty_rlctl_math-0.1.dist-info"
     dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: thirdparty-rlctl-math\nVersion: 0.1\n")
+    (dist / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: thirdparty-rlctl-math\nVersion: 0.1\n"
+    )
     (dist / "entry_points.txt").write_text("[rlctl]\nmath = thirdparty_rlctl_math\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("RLCTL_PLUGINS", "math")

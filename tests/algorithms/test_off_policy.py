@@ -35,7 +35,9 @@ def test_truncated_is_caps_each_weight():
     w, m = OffPolicyCorrection("truncated_is", cap=2.0).weights(old, rollout, mask)
     assert torch.allclose(w, torch.tensor([[0.5, 2.0, 0.0]]))
     assert m["tis_clipfrac"] == 0.5
-    assert m["is_weight_mean"] == pytest.approx(1.25) and m["tis_weight_mean"] == m["is_weight_mean"]
+    assert (
+        m["is_weight_mean"] == pytest.approx(1.25) and m["tis_weight_mean"] == m["is_weight_mean"]
+    )
     # k1 estimate of KL(behaviour || proximal): mean of log pi_behav - log pi_prox
     assert m["rollout_kl"] == pytest.approx((-LOG(0.5) - LOG(4.0)) / 2)
 

@@ -64,7 +64,9 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def tree(root: Path) -> dict[str, bytes]:
     """Every file under ``root`` with its bytes (what must stay untouched)."""
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
 
 
 def test_a_new_directory_gets_a_marked_loadable_export(cli, checkpoint, tmp_path) -> None:

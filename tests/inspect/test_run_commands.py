@@ -201,7 +201,10 @@ def test_a_run_that_is_not_utf8_does_not_hide_the_others(cli: typer.Typer, tmp_p
     assert listing.exit_code == 0, listing.output
     rows = json.loads(listing.stdout)
     assert [(r["name"], r["steps"]) for r in rows] == [("bad", 0), ("good", 5)]
-    assert "warning: " in listing.stderr and "bad/metrics.jsonl: 2 unreadable line(s)" in listing.stderr
+    assert (
+        "warning: " in listing.stderr
+        and "bad/metrics.jsonl: 2 unreadable line(s)" in listing.stderr
+    )
     table = invoke(cli, "runs", "list", str(runs))
     assert table.exit_code == 0 and "good" in table.stdout
 

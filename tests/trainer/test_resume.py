@@ -75,7 +75,9 @@ def _cmd(recipe: Path, *extra: str) -> list[str]:
 
 
 def _metrics(run_dir: Path) -> list[dict]:
-    rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    rows = [
+        json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()
+    ]
     return [{k: v for k, v in r.items() if not k.startswith(VOLATILE)} for r in rows]
 
 
@@ -105,7 +107,11 @@ def _kill_after_three_steps(cmd: list[str], env: dict[str, str], run_dir: Path) 
     deadline = time.monotonic() + 600
     # Three logged steps means step 2's checkpoint is committed (a step logs, then saves).
     while time.monotonic() < deadline:
-        lines = (run_dir / "metrics.jsonl").read_text().splitlines() if (run_dir / "metrics.jsonl").exists() else []
+        lines = (
+            (run_dir / "metrics.jsonl").read_text().splitlines()
+            if (run_dir / "metrics.jsonl").exists()
+            else []
+        )
         if len(lines) >= 3 or proc.poll() is not None:
             break
         time.sleep(0.05)
@@ -153,7 +159,8 @@ def test_streaming_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.heavy  # a full first run; tests/cli/test_resume_preflight.py refuses the same in-process
+# a full first run; tests/cli/test_resume_preflight.py refuses the same in-process
+@pytest.mark.heavy
 def test_resume_with_a_changed_algorithm_is_refused(tmp_path):
     recipe = _write(tmp_path, "r")
     text = recipe.read_text().replace("total_steps = 6", "total_steps = 2")
@@ -197,7 +204,11 @@ def _check_export_on_request(run_dir: Path, out: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM
 
-    subprocess.run([sys.executable, "-m", "rlctl", "export", str(run_dir), "-o", str(out)], check=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "rlctl", "export", str(run_dir), "-o", str(out)],
+        check=True,
+        timeout=300,
+    )
     a = AutoModelForCausalLM.from_pretrained(out).state_dict()
     b = AutoModelForCausalLM.from_pretrained(run_dir / "hf").state_dict()
     assert a.keys() == b.keys()

@@ -48,7 +48,9 @@ def test_samples_round_trip_with_their_tags_and_fields(tmp_path):
     assert save_samples(src, "train", keys, [listing[k] for k in keys], names, tmp_path) == 4
     assert sorted(p.name for p in tmp_path.iterdir()) == [SAMPLES_JSON, SAMPLES_TENSORS]
     assert stored_fields(tmp_path) == sorted(names)
-    assert json.loads((tmp_path / SAMPLES_JSON).read_text())["fields"]["reward/extra"]["rows"] == [2]
+    assert json.loads((tmp_path / SAMPLES_JSON).read_text())["fields"]["reward/extra"]["rows"] == [
+        2
+    ]
 
     dst = MemoryDataPlane()
     assert load_samples(dst, tmp_path) == keys

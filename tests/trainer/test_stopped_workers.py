@@ -38,7 +38,9 @@ def test_a_stopped_worker_is_named_with_its_phase_within_the_bound(tmp_path, rol
     assert code == 1, err[-3000:]
     assert took < WITHIN_S, (took, err[-2000:])
     line = next(x for x in err.splitlines() if "training failed" in x)
-    match = re.search(rf"{group} rank (\d+) \(pid {target.pid}\) stopped answering during (\w+)", line)
+    match = re.search(
+        rf"{group} rank (\d+) \(pid {target.pid}\) stopped answering during (\w+)", line
+    )
     assert match, line
     worker_cls = RolloutWorker if group == "rollout" else TrainingWorker
     assert callable(getattr(worker_cls, match.group(2), None)), line  # a real phase, named

@@ -32,7 +32,9 @@ def _stream(k: int, on_stale: str = "wait", **extra) -> dict:
 def _trained_samples(recipe) -> list[dict]:
     """Every trained sample's tags, from the rollout dump (all samples of each step)."""
     out = []
-    for path in sorted((Path(recipe.run.output_dir) / recipe.run.name / "rollouts").glob("*.jsonl")):
+    for path in sorted(
+        (Path(recipe.run.output_dir) / recipe.run.name / "rollouts").glob("*.jsonl")
+    ):
         out += [json.loads(line) for line in path.read_text().splitlines()]
     return out
 

@@ -43,7 +43,9 @@ def test_tiny_grpo_learns_in_ray_mode(tmp_path):
 @pytest.mark.slow
 def test_transferqueue_data_plane_runs_the_same_steps(tmp_path):
     ray_rows = _train(tmp_path, "ray", "-s", "schedule.total_steps=3")
-    tq_rows = _train(tmp_path, "tq", "-s", "schedule.total_steps=3", "-s", 'data_plane.backend="transferqueue"')
+    tq_rows = _train(
+        tmp_path, "tq", "-s", "schedule.total_steps=3", "-s", 'data_plane.backend="transferqueue"'
+    )
     # The data plane is an engine choice: it must not change the math.
     assert [r["critic/score/mean"] for r in tq_rows] == [r["critic/score/mean"] for r in ray_rows]
     assert [r["actor/pg_loss"] for r in tq_rows] == [r["actor/pg_loss"] for r in ray_rows]
@@ -56,8 +58,17 @@ def test_transferqueue_data_plane_runs_the_same_steps(tmp_path):
 ])
 def test_other_cpu_recipes_run_a_few_steps(tmp_path, recipe):
     cmd = [
-        sys.executable, "-m", "rlctl", "train", str(REPO / "recipes" / recipe), "--quiet", "--local",
-        "-s", f'run.output_dir="{tmp_path}"', "-s", "schedule.total_steps=3",
+        sys.executable,
+        "-m",
+        "rlctl",
+        "train",
+        str(REPO / "recipes" / recipe),
+        "--quiet",
+        "--local",
+        "-s",
+        f'run.output_dir="{tmp_path}"',
+        "-s",
+        "schedule.total_steps=3",
     ]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
     assert out.returncode == 0, out.stderr[-3000:]

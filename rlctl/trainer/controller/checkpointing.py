@@ -95,7 +95,8 @@ class RunCheckpoints:
         if len(rollout_states) != session.rollout.world_size:
             raise ValueError(
                 f"checkpoint {ckpt} has {len(rollout_states)} rollout worker states but this run "
-                f"has {session.rollout.world_size}; resume with the same engines.rollout.agent_workers"
+                f"has {session.rollout.world_size}; resume with the same "
+                "engines.rollout.agent_workers"
             )
         session.rollout.call(RolloutWorker.load_state_dict, [{"state": s} for s in rollout_states])
         trainer.feeder.load_state_dict(state.dataloader["train"])

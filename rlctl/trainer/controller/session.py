@@ -79,7 +79,9 @@ class Session:
         registry = get_registry()
         plane_reg = registry.get("data_plane", recipe.data_plane.backend)
         needs_ray = not local or bool(plane_reg.metadata.get("multi_process", False))
-        if needs_ray and start_ray(address=recipe.resources.address, num_cpus=recipe.resources.num_cpus):
+        if needs_ray and start_ray(
+            address=recipe.resources.address, num_cpus=recipe.resources.num_cpus
+        ):
             self.stack.callback(stop_ray)
         if needs_ray:
             from rlctl.trainer.controller.signals import reinstall
@@ -96,7 +98,9 @@ class Session:
 
             torch.set_num_threads(cpus)
             self.rollout: WorkerGroup = self._local_group("rollout", self._rollout_worker(0, None))
-            self.train: WorkerGroup = self._local_group("train", self._training_worker(0, 1, free_port(), None))
+            self.train: WorkerGroup = self._local_group(
+                "train", self._training_worker(0, 1, free_port(), None)
+            )
             if uses_reward_models(recipe, registry):
                 from rlctl.trainer.worker.reward_worker import RewardWorker
 
@@ -152,7 +156,9 @@ class Session:
         feeder = PromptFeeder(recipe, tokenizer, self.plane, split="train",
                               task_options=task_options, tool_options=tool_options)
         val_feeder = None
-        if recipe.schedule.eval_every and (recipe.data.val is not None or recipe.data.task is not None):
+        if recipe.schedule.eval_every and (
+            recipe.data.val is not None or recipe.data.task is not None
+        ):
             val_feeder = PromptFeeder(recipe, tokenizer, self.plane, split="val",
                                       task_options=task_options, tool_options=tool_options)
         self.replay = ReplayBuffer(self.plane)

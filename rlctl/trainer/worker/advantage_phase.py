@@ -108,7 +108,10 @@ def run_advantage_phase(
         constants=dict(gamma=alg.gamma, lam=alg.lam, norm_adv_by_std_in_grpo=alg.norm_adv_by_std,
                        epsilon=1e-6, **options),
     )
-    out = {"advantages": to_jagged(advantages.float(), lengths), "returns": to_jagged(returns.float(), lengths)}
+    out = {
+        "advantages": to_jagged(advantages.float(), lengths),
+        "returns": to_jagged(returns.float(), lengths),
+    }
     if kl_in_reward:
         out["token_level_rewards"] = to_jagged(token_rewards, lengths)
     from tensordict import TensorDict
@@ -123,7 +126,9 @@ def run_advantage_phase(
     partials["response_length"] = mr.partial_of(generated_lengths(meta))
     partials["prompt_length"] = mr.partial_of(meta.tag_values("prompt_len"))
     finish = meta.tag_values("finish_reason")
-    partials["response_length/clip_ratio"] = mr.partial_of([1.0 if f == "length" else 0.0 for f in finish])
+    partials["response_length/clip_ratio"] = mr.partial_of(
+        [1.0 if f == "length" else 0.0 for f in finish]
+    )
     for name in reward_names:  # each reward logged on its own, e.g. reward/digits_match
         partials[name] = mr.partial_of(td[name].float().reshape(-1).tolist())
     partials.update(agent_partials(meta))

@@ -66,7 +66,9 @@ def to_jagged(padded: Any, lengths: Sequence[int]) -> Any:
     """[B, R] padded -> jagged rows ``padded[i, :lengths[i]]`` (no padding stored)."""
     import torch
 
-    return jagged.from_padded(padded.contiguous(), torch.as_tensor(list(lengths), dtype=torch.int64))
+    return jagged.from_padded(
+        padded.contiguous(), torch.as_tensor(list(lengths), dtype=torch.int64)
+    )
 
 
 def from_rows(items: Sequence[Sequence[float]], dtype: Any) -> Any:

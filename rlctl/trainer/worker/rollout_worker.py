@@ -166,25 +166,35 @@ class RolloutWorker:
 
         names = ["prompt_ids", "response_ids", "score", "advantages", "loss_mask"]
         td = self.plane.kv_batch_get(list(meta.keys), meta.partition_id, names)
-        prompt_rows, response_rows, adv_rows = rows(td["prompt_ids"]), rows(td["response_ids"]), rows(td["advantages"])
+        prompt_rows, response_rows, adv_rows = (
+            rows(td["prompt_ids"]),
+            rows(td["response_ids"]),
+            rows(td["advantages"]),
+        )
         mask_rows = rows(td["loss_mask"])
         out_rows = []
         for i, (key, tags) in enumerate(zip(meta.keys, meta.tags, strict=True)):
             adv = adv_rows[i]
-            out_rows.append({
-                "key": key,
-                "step": tags.get("global_step"),
-                "prompt": self.tokenizer.decode(prompt_rows[i].tolist(), skip_special_tokens=False),
-                "response": self.tokenizer.decode(response_rows[i].tolist(), skip_special_tokens=False),
-                "reward": float(td["score"][i]),
-                "advantage": float(adv.float().mean()) if adv.numel() else 0.0,
-                "response_len": tags.get("response_len"),
-                "dispatch_step": tags.get("dispatch_step"),
-                "weight_version_min": tags.get("weight_version_min"),
-                "weight_version_max": tags.get("weight_version_max"),
-                # multi-turn: what the policy generated ("gen") and what it read ("obs")
-                "segments": self._segments(response_rows[i].tolist(), mask_rows[i].tolist()),
-            })
+            out_rows.append(
+                {
+                    "key": key,
+                    "step": tags.get("global_step"),
+                    "prompt": self.tokenizer.decode(
+                        prompt_rows[i].tolist(), skip_special_tokens=False
+                    ),
+                    "response": self.tokenizer.decode(
+                        response_rows[i].tolist(), skip_special_tokens=False
+                    ),
+                    "reward": float(td["score"][i]),
+                    "advantage": float(adv.float().mean()) if adv.numel() else 0.0,
+                    "response_len": tags.get("response_len"),
+                    "dispatch_step": tags.get("dispatch_step"),
+                    "weight_version_min": tags.get("weight_version_min"),
+                    "weight_version_max": tags.get("weight_version_max"),
+                    # multi-turn: what the policy generated ("gen") and what it read ("obs")
+                    "segments": self._segments(response_rows[i].tolist(), mask_rows[i].tolist()),
+                }
+            )
         out = Path(path)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text("".join(json.dumps(r) + "\n" for r in out_rows))
@@ -280,7 +290,9 @@ class _Scored:
 class _StepRollout:
     """The sessions of one ``generate`` call, run concurrently on one event loop."""
 
-    def __init__(self, worker: RolloutWorker, partition: str, global_step: int, sampling: SamplingParams) -> None:
+    def __init__(
+        self, worker: RolloutWorker, partition: str, global_step: int, sampling: SamplingParams
+    ) -> None:
         self.worker = worker
         self.partition = partition
         self.global_step = global_step
@@ -288,14 +300,19 @@ class _StepRollout:
         self._buffer: list[_Scored] = []
         self._flushing: asyncio.Future | None = None
 
-    async def run_all(self, records: list[PromptRecord], n_per_prompt: list[int]) -> dict[str, float]:
+    async def run_all(
+        self, records: list[PromptRecord], n_per_prompt: list[int]
+    ) -> dict[str, float]:
         results = await asyncio.gather(
             *(
                 self._run_prompt(rec, n)
                 for rec, n in zip(records, n_per_prompt, strict=True)
             )
         )
-        return {"outputs": float(sum(r[0] for r in results)), "failures": float(sum(r[1] for r in results))}
+        return {
+            "outputs": float(sum(r[0] for r in results)),
+            "failures": float(sum(r[1] for r in results)),
+        }
 
     async def _run_prompt(self, rec: PromptRecord, n: int) -> tuple[int, int]:
         sessions = await asyncio.gather(
@@ -313,10 +330,18 @@ class _StepRollout:
             await self._write(outputs)
         if failures:
             tags = [
-                {"uid": rec.uid, "global_step": self.global_step, "status": "failure", "error": err, "seq_len": 0}
+                {
+                    "uid": rec.uid,
+                    "global_step": self.global_step,
+                    "status": "failure",
+                    "error": err,
+                    "seq_len": 0,
+                }
                 for _, err in failures
             ]
-            await self.worker.plane.async_kv_batch_put([k for k, _ in failures], self.partition, None, tags)
+            await self.worker.plane.async_kv_batch_put(
+                [k for k, _ in failures], self.partition, None, tags
+            )
         return len(outputs), len(failures)
 
     async def _bounded_session(self, rec: PromptRecord, session_id: int) -> Any:
@@ -374,7 +399,9 @@ class _StepRollout:
             context = f"scoring sample {key} (data source {rec.data_source!r})"
             raise exc.within(context) from exc.__cause__
         except Exception as exc:
-            raise RuntimeError(f"scoring sample {key} (data source {rec.data_source!r}) failed: {exc}") from exc
+            raise RuntimeError(
+                f"scoring sample {key} (data source {rec.data_source!r}) failed: {exc}"
+            ) from exc
         parts = {f"reward/{k}": float(v) for k, v in result.items() if k != "score"}
         score = float(result["score"])
         overlong = self.worker.recipe.algorithm.overlong
@@ -432,13 +459,17 @@ class _StepRollout:
             # jagged [B, (P_i)] / [B, (R_i)]: stored without padding
             "prompt_ids": from_rows([it.out.prompt_ids for it in items], torch.long),
             "response_ids": from_rows([it.out.response_ids for it in items], torch.long),
-            "rollout_log_probs": from_rows([it.out.rollout_log_probs for it in items], torch.float32),
+            "rollout_log_probs": from_rows(
+                [it.out.rollout_log_probs for it in items], torch.float32
+            ),
             # [B, (R_i)] 1 = generated, 0 = observation: every loss and estimator masks with it
             "loss_mask": from_rows([it.out.mask() for it in items], torch.int8),
             "score": torch.tensor([it.score for it in items], dtype=torch.float32),  # [B]
         }
         for name in sorted({k for it in items for k in it.parts}):
-            fields[name] = torch.tensor([it.parts.get(name, 0.0) for it in items], dtype=torch.float32)
+            fields[name] = torch.tensor(
+                [it.parts.get(name, 0.0) for it in items], dtype=torch.float32
+            )
         if any(it.out.token_rewards is not None for it in items):
             # Per-step rewards [B, (R_i)], in the same put (it makes the outputs terminal); only
             # outputs tagged ``token_rewards`` are read back, the zeros of the others never are.
@@ -448,7 +479,9 @@ class _StepRollout:
         td = TensorDict(fields, batch_size=[len(items)])
         self.worker.written_fields.update(fields)
         tags = [self._tags(it) for it in items]
-        await self.worker.plane.async_kv_batch_put([it.key for it in items], self.partition, td, tags)
+        await self.worker.plane.async_kv_batch_put(
+            [it.key for it in items], self.partition, td, tags
+        )
 
     def _tags(self, it: _Scored) -> dict[str, Any]:
         out = it.out

@@ -84,7 +84,9 @@ class TrainingWorker:
         os.environ.setdefault("RLCTL_DIST_TIMEOUT_S", str(dist_timeout_s))
         self.registry = get_registry()
         tokenizer = load_tokenizer(self.recipe.model)
-        self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id)
+        self.pad_id = int(
+            tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        )
         engine_cls = self.registry.load("model_engine", self.recipe.engines.train.backend)
         device = pick_device(self.recipe)
         options = self.loaded.options_for("engines.train.options")
@@ -110,7 +112,9 @@ class TrainingWorker:
         return self.dp_rank, self.dp_size, self.writes_outputs
 
     # ------------------------------------------------------------------ helpers
-    def _model_batch(self, meta: KVBatchMeta, extra_fields: list[str], pad_to: int) -> tuple[Any, dict[str, Any], list[int]]:
+    def _model_batch(
+        self, meta: KVBatchMeta, extra_fields: list[str], pad_to: int
+    ) -> tuple[Any, dict[str, Any], list[int]]:
         """Fetch token ids (+ extra per-token fields) and build a padded ModelBatch.
 
         Returns (batch, {field: [B', R]}, response lengths); B' = pad_to >= len(meta).
@@ -148,12 +152,16 @@ class TrainingWorker:
         self.plane.kv_batch_put(list(meta.keys), meta.partition_id, td)
 
     # ------------------------------------------------------------------ phases
-    def compute_log_prob(self, meta: KVBatchMeta, role: str, field: str, pad_to: int, temperature: float) -> dict[str, mr.Partial]:
+    def compute_log_prob(
+        self, meta: KVBatchMeta, role: str, field: str, pad_to: int, temperature: float
+    ) -> dict[str, mr.Partial]:
         """Old (actor) or reference log-probs of the sampled responses -> ``field``."""
         with_entropy = role == "actor"
         extra = ["rollout_log_probs"] if role == "actor" else []
         batch, fields, lengths = self._model_batch(meta, extra, pad_to)
-        log_probs, entropy = self.engines[role].compute_log_prob(batch, temperature=temperature, with_entropy=with_entropy)
+        log_probs, entropy = self.engines[role].compute_log_prob(
+            batch, temperature=temperature, with_entropy=with_entropy
+        )
         if len(meta) == 0 or not self.writes_outputs:
             return {}
         self._put(meta, lengths, {field: log_probs})
@@ -183,7 +191,9 @@ class TrainingWorker:
             options=self.loaded.option_kwargs("algorithm.estimator_options"),
         )
 
-    def update_actor(self, meta: KVBatchMeta, pad_to: int, kl_coef: float, step: int) -> dict[str, mr.Partial]:
+    def update_actor(
+        self, meta: KVBatchMeta, pad_to: int, kl_coef: float, step: int
+    ) -> dict[str, mr.Partial]:
         from rlctl.trainer.worker.actor_loss import build_actor_loss
 
         needed = ["old_log_probs", "advantages"]
@@ -225,10 +235,16 @@ class TrainingWorker:
             order = torch.arange(rows)
             if alg.shuffle_minibatches and (alg.minibatches > 1 or alg.epochs > 1):
                 # Seeded by the DP rank: model-parallel peers of one shard must shuffle alike.
-                gen = torch.Generator().manual_seed(self.recipe.run.seed * 100003 + step * 101 + epoch * 7 + self.dp_rank)
+                gen = torch.Generator().manual_seed(
+                    self.recipe.run.seed * 100003 + step * 101 + epoch * 7 + self.dp_rank
+                )
                 order = torch.randperm(rows, generator=gen)
             for mb in range(alg.minibatches):
-                idx = order[mb * per_mb : (mb + 1) * per_mb] if mb < alg.minibatches - 1 else order[mb * per_mb :]
+                idx = (
+                    order[mb * per_mb : (mb + 1) * per_mb]
+                    if mb < alg.minibatches - 1
+                    else order[mb * per_mb :]
+                )
                 mb_batch = batch.slice(idx)
                 mb_fields = {k: v[idx] for k, v in fields.items()}
                 normaliser = self._global_normaliser(mb_fields["response_mask"])
@@ -236,11 +252,15 @@ class TrainingWorker:
                 def wrapped(outputs: dict[str, Any], micro: dict[str, Any], _n=normaliser) -> Any:
                     return loss_fn(outputs, dict(micro, global_normalizer=_n))
 
-                metrics = engine.train_minibatch(mb_batch, mb_fields, wrapped, temperature=self.recipe.rollout.temperature or 1.0)
+                metrics = engine.train_minibatch(
+                    mb_batch, mb_fields, wrapped, temperature=self.recipe.rollout.temperature or 1.0
+                )
                 weight = float(mb_fields["response_mask"].sum())
                 for name, value in metrics.items():
                     key = name if "/" in name else f"{role}/{name}"
-                    partials = mr.merge([partials, {key: mr.scalar_partial(float(value), max(weight, 1.0))}])
+                    partials = mr.merge(
+                        [partials, {key: mr.scalar_partial(float(value), max(weight, 1.0))}]
+                    )
         return partials if self.writes_outputs else {}
 
     def _global_normaliser(self, mask: Any) -> float:
@@ -264,7 +284,9 @@ class TrainingWorker:
         names = ["score"] + reward_fields(self.recipe, self.registry)
         td = self.plane.kv_batch_get(list(meta.keys), meta.partition_id, names)
         partials = {
-            ("critic/score" if n == "score" else n): mr.partial_of(td[n].float().reshape(-1).tolist())
+            ("critic/score" if n == "score" else n): mr.partial_of(
+                td[n].float().reshape(-1).tolist()
+            )
             for n in names
         }
         partials["response_length"] = mr.partial_of(generated_lengths(meta))

@@ -42,7 +42,9 @@ def _greedy(backend: str, checkpoint: str, **options: object) -> list[Generation
     from rlctl.registry import get_registry
 
     engine_cls = get_registry().load("rollout_engine", backend)
-    engine = engine_cls(RolloutEngineSpec(server_tiny_recipe(backend, checkpoint, **options), seed=0))
+    engine = engine_cls(
+        RolloutEngineSpec(server_tiny_recipe(backend, checkpoint, **options), seed=0)
+    )
     started = time.monotonic()
     engine.load()
     try:
@@ -55,7 +57,11 @@ def _greedy(backend: str, checkpoint: str, **options: object) -> list[Generation
 
 
 def _max_diff(a: list[Generation], b: list[Generation]) -> float:
-    return max(abs(x - y) for g, h in zip(a, b, strict=True) for x, y in zip(g.log_probs, h.log_probs, strict=True))
+    return max(
+        abs(x - y)
+        for g, h in zip(a, b, strict=True)
+        for x, y in zip(g.log_probs, h.log_probs, strict=True)
+    )
 
 
 def test_hf_vllm_sglang_greedy_tokens_identical_and_log_probs_close(tmp_path):
@@ -68,6 +74,10 @@ def test_hf_vllm_sglang_greedy_tokens_identical_and_log_probs_close(tmp_path):
     assert len({t for row in tokens for t in row}) > 3  # a sharp model: not one token repeated
     assert [g.token_ids for g in vllm] == tokens
     assert [g.token_ids for g in sglang] == tokens
-    diffs = {"vllm-hf": _max_diff(vllm, hf), "sglang-hf": _max_diff(sglang, hf), "vllm-sglang": _max_diff(vllm, sglang)}
+    diffs = {
+        "vllm-hf": _max_diff(vllm, hf),
+        "sglang-hf": _max_diff(sglang, hf),
+        "vllm-sglang": _max_diff(vllm, sglang),
+    }
     print("greedy log-prob max |diff|: " + ", ".join(f"{k} {v:.2e}" for k, v in diffs.items()))
     assert all(v < LOG_PROB_ATOL for v in diffs.values()), diffs

@@ -19,8 +19,9 @@ from rlctl.engines.train.lr_schedule import build_optimizer, build_scheduler, lr
     ],
 )
 def test_lr_factor(optim, expected):
-    assert [lr_factor(s, optim, total_steps=4 if optim.warmup_steps == 0 else 3) for s in range(4)] \
-        == pytest.approx(expected)
+    assert [
+        lr_factor(s, optim, total_steps=4 if optim.warmup_steps == 0 else 3) for s in range(4)
+    ] == pytest.approx(expected)
 
 
 def test_scheduler_drives_the_optimizer():
@@ -33,5 +34,7 @@ def test_scheduler_drives_the_optimizer():
         opt.step()
         sched.step()
     assert seen == pytest.approx([0.05, 0.1, 0.1])
-    assert isinstance(build_optimizer([torch.nn.Parameter(torch.zeros(1))], OptimSection(name="sgd")),
-                      torch.optim.SGD)
+    assert isinstance(
+        build_optimizer([torch.nn.Parameter(torch.zeros(1))], OptimSection(name="sgd")),
+        torch.optim.SGD,
+    )

@@ -1,4 +1,5 @@
-"""Finding the inference engines' own environments (``rlctl.engines.rollout.server.engine_envs``)."""
+"""Finding the inference engines' own environments
+(``rlctl.engines.rollout.server.engine_envs``)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,10 @@ SCRIPT = (Path(__file__).resolve().parents[4] / "rlctl" / "engines" / "rollout" 
 def test_env_names_match_the_build_script():
     text = SCRIPT.read_text()
     versions = dict(re.findall(r'^(VLLM|SGLANG)_VERSION="([^"]+)"', text, flags=re.MULTILINE))
-    assert ENV_NAMES == {"vllm": f"vllm-cpu-{versions['VLLM']}", "sglang": f"sglang-cpu-{versions['SGLANG']}"}
+    assert ENV_NAMES == {
+        "vllm": f"vllm-cpu-{versions['VLLM']}",
+        "sglang": f"sglang-cpu-{versions['SGLANG']}",
+    }
     for name in ENV_NAMES.values():
         prefix = name.rsplit("-", 1)[0]
         assert f'"{prefix}-${{' in text, f"the script no longer builds {prefix}-<version>"
@@ -52,8 +56,15 @@ def test_order_recipe_then_env_var_then_built_env(tmp_path, monkeypatch):
     assert engine_python("vllm", "/from/recipe/python") == "/from/recipe/python"
 
 
-@pytest.mark.parametrize("value, why", [("python3", "relative path"), ("/nonexistent/python", "does not exist"),
-                                        ("{tmp}", "not a file"), ("{tmp}/data.txt", "not executable")])
+@pytest.mark.parametrize(
+    "value, why",
+    [
+        ("python3", "relative path"),
+        ("/nonexistent/python", "does not exist"),
+        ("{tmp}", "not a file"),
+        ("{tmp}/data.txt", "not executable"),
+    ],
+)
 def test_an_env_var_interpreter_must_be_an_absolute_executable(monkeypatch, tmp_path, value, why):
     (tmp_path / "data.txt").write_text("not a program")
     (tmp_path / "data.txt").chmod(0o644)

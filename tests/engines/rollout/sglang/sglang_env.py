@@ -1,7 +1,8 @@
 """Helpers of the sglang engine tests: where its own environment is, and a tiny recipe.
 
 The real-server tests need the env built by ``rlctl engines install sglang`` (found by
-:mod:`rlctl.engines.rollout.server.engine_envs`; ``RLCTL_SGLANG_PYTHON`` points at another interpreter).
+:mod:`rlctl.engines.rollout.server.engine_envs`; ``RLCTL_SGLANG_PYTHON`` points at another
+interpreter).
 They are skipped, with the reason, when it is absent. The checkpoint helpers are shared by
 every engine's tests (:mod:`rlctl.testing.server_checkpoint`).
 """

@@ -80,8 +80,12 @@ def test_sampled_tokens_follow_the_temperature_scaled_softmax(engine, hf):
     tv = float((counts / n - want).abs().sum() / 2)
     # E|count/n - p| ~ sqrt(2 p (1 - p) / (pi n)) per token (normal approximation)
     chance = float((2 * want * (1 - want) / (torch.pi * n)).sqrt().sum() / 2)
-    at_t1 = float((torch.softmax(logits, -1) - want).abs().sum() / 2)  # what a T = 1 sampler would show
-    print(f"\nsampled-token TV to softmax(logits / T) = {tv:.3f} (chance ~{chance:.3f}; T = 1 would add {at_t1:.3f})")
+    # what a T = 1 sampler would show
+    at_t1 = float((torch.softmax(logits, -1) - want).abs().sum() / 2)
+    print(
+        f"\nsampled-token TV to softmax(logits / T) = {tv:.3f} (chance ~{chance:.3f}; T = 1 would "
+        f"add {at_t1:.3f})"
+    )
     assert tv < 2.5 * chance
 
 
@@ -108,7 +112,10 @@ def test_concurrent_requests_from_fresh_event_loops(engine):
     gens = asyncio.run(step())
     elapsed = time.perf_counter() - started
     tokens = sum(len(g.token_ids) for g in gens)
-    print(f"\n{len(gens)} concurrent requests, {tokens} tokens in {elapsed:.2f} s = {tokens / elapsed:.0f} tok/s")
+    print(
+        f"\n{len(gens)} concurrent requests, {tokens} tokens in {elapsed:.2f} s = "
+        f"{tokens / elapsed:.0f} tok/s"
+    )
     assert len(gens) == 66 and all(1 <= len(g.token_ids) <= 32 for g in gens)
 
 
@@ -142,7 +149,10 @@ def test_a_version_the_engine_did_not_set_fails_loudly(engine):
     # Someone else changes the server's weights/version behind the engine's back.
     engine.run(engine.post(engine.replicas[0], "/update_weight_version", {"new_version": "999"}))
     try:
-        with pytest.raises(ServerError, match=r"sglang\[0\] generated with weight version '999', but the engine expects"):
+        with pytest.raises(
+            ServerError,
+            match=r"sglang\[0\] generated with weight version '999', but the engine expects",
+        ):
             greedy(engine, n=2)
     finally:
         engine.run(
@@ -169,16 +179,26 @@ def test_attach_to_a_running_server(engine):
 def test_bad_requests_are_named_errors_and_leave_the_server_serving(engine):
     before, version = greedy(engine, n=4), engine.weight_version
     # SGLang's CPU path would die on an id past the embedding (IndexError): refused before sending.
-    with pytest.raises(ValueError, match=r"prompt token ids \[10000\] are outside the model's vocabulary \(size 32\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"prompt token ids \[10000\] are outside the model's vocabulary \(size 32\)",
+    ):
         engine.generate_batch([[1, 10_000]], max_new_tokens=2, temperature=0.0)
-    with pytest.raises(ServerError, match=r"server sglang\[0\] answered POST /generate with HTTP 400"):
+    with pytest.raises(
+        ServerError, match=r"server sglang\[0\] answered POST /generate with HTTP 400"
+    ):
         engine.generate_batch([[1, 2]], max_new_tokens=-1, temperature=0.0)  # the server says no
-    with pytest.raises(ValueError, match=r"version 9 has 1 name\(s\) the served checkpoint does not have"):
+    with pytest.raises(
+        ValueError, match=r"version 9 has 1 name\(s\) the served checkpoint does not have"
+    ):
         SGLangWeightSync()({"model.no_such.weight": torch.zeros(3)}, engine, 9)
     assert engine.weight_version == version
     after = greedy(engine, n=4)  # same tokens; log-probs within float noise (batching differs)
     assert [g.token_ids for g in after] == [g.token_ids for g in before]
-    assert max(abs(a - b) for g, h in zip(after, before) for a, b in zip(g.log_probs, h.log_probs)) < LOG_PROB_ATOL
+    assert (
+        max(abs(a - b) for g, h in zip(after, before) for a, b in zip(g.log_probs, h.log_probs))
+        < LOG_PROB_ATOL
+    )
 
 
 def test_server_death_mid_rollout_names_the_server_and_leaves_nothing(engine):

@@ -34,11 +34,15 @@ from tests.engines.rollout.sglang.sglang_env import tiny_recipe
 
 
 def command(opts: SGLangOptions, device: str = "cpu"):
-    return sglang_server_command("sglang[0]", opts, model="/nonexistent-model", dtype="float32", seed=7, device=device)
+    return sglang_server_command(
+        "sglang[0]", opts, model="/nonexistent-model", dtype="float32", seed=7, device=device
+    )
 
 
 def test_command_line_on_cpu_and_gpu():
-    cmd = command(SGLangOptions(python="/opt/venv/bin/python", extra_args=["--max-running-requests", "8"]))
+    cmd = command(
+        SGLangOptions(python="/opt/venv/bin/python", extra_args=["--max-running-requests", "8"])
+    )
     assert cmd.argv[:3] == ["/opt/venv/bin/python", "-m", "sglang.launch_server"]
     argv = " ".join(cmd.argv)
     assert f"--host 127.0.0.1 --port {cmd.port}" in argv and "--random-seed 7" in argv
@@ -52,7 +56,11 @@ def test_command_line_on_cpu_and_gpu():
     gpu = command(SGLangOptions(python=sys.executable), device="cuda")
     assert "--device" not in gpu.argv and "--attention-backend" not in gpu.argv
     assert "--max-total-tokens" not in gpu.argv and not any("cuda-graph" in a for a in gpu.argv)
-    assert gpu.env == {"SGLANG_RETURN_ORIGINAL_LOGPROB": "0"} and gpu.argv[0] == sys.executable and gpu.unset_env == ()
+    assert (
+        gpu.env == {"SGLANG_RETURN_ORIGINAL_LOGPROB": "0"}
+        and gpu.argv[0] == sys.executable
+        and gpu.unset_env == ()
+    )
 
 
 def test_engine_starts_its_servers_at_weight_version_0():
@@ -109,7 +117,8 @@ def test_server_that_exits_at_once_names_it_and_quotes_the_cause(tmp_path):
 
 
 def test_buckets_are_copies_split_by_size_the_last_one_marked():
-    state = {"a": torch.zeros(256), "b": torch.ones(256), "c": torch.full((600,), 2.0)}  # 1, 1, 2.3 KiB
+    # 1, 1, 2.3 KiB
+    state = {"a": torch.zeros(256), "b": torch.ones(256), "c": torch.full((600,), 2.0)}
     sync = SGLangWeightSync(SGLangWeightSyncOptions(bucket_mb=1))
     made = list(sync._buckets(state))
     assert [([n for n, _ in b], last) for b, last in made] == [(["a", "b", "c"], True)]
@@ -143,9 +152,11 @@ PEER = textwrap.dedent("""
     # Rank 1, built the way SGLang's init_custom_process_group builds the servers' side.
     import sys, torch
     from datetime import timedelta
-    from torch.distributed.distributed_c10d import Backend, PrefixStore, _new_process_group_helper, _world, rendezvous
+    from torch.distributed.distributed_c10d import (
+        Backend, PrefixStore, _new_process_group_helper, _world, rendezvous)
     port, name = int(sys.argv[1]), sys.argv[2]
-    store, rank, world = next(rendezvous(f"tcp://127.0.0.1:{port}", 1, 2, timeout=timedelta(seconds=30)))
+    store, rank, world = next(rendezvous(f"tcp://127.0.0.1:{port}", 1, 2,
+                                         timeout=timedelta(seconds=30)))
     store = PrefixStore(name, store)
     pg, _ = _new_process_group_helper(2, 1, [], Backend("gloo"), store, group_name=name,
                                       backend_options=None, timeout=timedelta(seconds=30))
@@ -160,7 +171,9 @@ def test_weight_group_broadcasts_to_a_peer_built_like_sglangs_side():
     import torch.distributed as dist
 
     port = free_port()
-    peer = subprocess.Popen([sys.executable, "-c", PEER, str(port), "g-test"], stdout=subprocess.PIPE, text=True)
+    peer = subprocess.Popen(
+        [sys.executable, "-c", PEER, str(port), "g-test"], stdout=subprocess.PIPE, text=True
+    )
     try:
         default_before = dist.is_initialized() and dist.get_world_size()
         group = new_group_as_rank0("127.0.0.1", port, 2, "g-test", "gloo", timeout_s=60)

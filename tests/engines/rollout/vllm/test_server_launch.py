@@ -54,7 +54,8 @@ def test_command_line_is_eager_dev_mode_loopback_on_cpu():
     assert "--enforce-eager" in cmd.argv and argv.endswith("--max-num-seqs 8")
     assert "--logprobs-mode processed_logprobs" in argv and "--generation-config vllm" in argv
     assert cmd.env == {"VLLM_SERVER_DEV_MODE": "1", "VLLM_CPU_KVCACHE_SPACE": "1",
-                       "PYTHONPATH": str(WORKER_EXTENSION_DIR)}  # native weight sync's extension only
+                       # native weight sync's extension only
+                       "PYTHONPATH": str(WORKER_EXTENSION_DIR)}
     # A separate interpreter must not see this venv's packages.
     assert "PYTHONPATH" in cmd.unset_env and "VIRTUAL_ENV" in cmd.unset_env
     gpu = vllm_server_command("v", VLLMOptions(python=sys.executable), model="m", dtype="bfloat16",
@@ -65,7 +66,9 @@ def test_command_line_is_eager_dev_mode_loopback_on_cpu():
 
 def test_bogus_interpreter_raises_named_error(tmp_path):
     server = ServerProcess(command(VLLMOptions(python="/no/such/python")), tmp_path / "s.log")
-    with pytest.raises(ServerError, match=r"server vllm\[0\] could not be started.*/no/such/python"):
+    with pytest.raises(
+        ServerError, match=r"server vllm\[0\] could not be started.*/no/such/python"
+    ):
         server.start()
     assert server.popen is None
 
@@ -81,7 +84,8 @@ def test_server_that_exits_at_once_raises_with_log_tail_and_is_reaped(tmp_path):
     assert time.monotonic() - started < 15
     message = str(info.value)
     assert "server vllm[0] exited with code 1 before becoming healthy" in message
-    assert "ModuleNotFoundError: No module named 'rlctl_no_such_module'" in message  # the cause, quoted
+    # the cause, quoted
+    assert "ModuleNotFoundError: No module named 'rlctl_no_such_module'" in message
     assert str(tmp_path / "s.log") in message
     assert server.popen is not None and server.popen.returncode == 1 and gone(server.pid)
 
@@ -98,9 +102,17 @@ def test_server_that_never_gets_healthy_times_out_and_its_group_is_killed(tmp_pa
     cmd = ServerCommand(name="stuck[0]", argv=[sys.executable, "-c", script], port=port)
     server = ServerProcess(cmd, tmp_path / "stuck.log")
     server.start()
-    with pytest.raises(ServerError, match=r"server stuck\[0\] did not answer .*/health with 200 within 3 s"):
+    with pytest.raises(
+        ServerError, match=r"server stuck\[0\] did not answer .*/health with 200 within 3 s"
+    ):
         server.wait_healthy(timeout_s=3)
-    child = int(next(line.split()[1] for line in server.log_tail().splitlines() if line.startswith("CHILD_PID ")))
+    child = int(
+        next(
+            line.split()[1]
+            for line in server.log_tail().splitlines()
+            if line.startswith("CHILD_PID ")
+        )
+    )
     # wait_healthy() stopped the server: it returns only once the whole group is dead.
     assert gone(server.pid) and gone(child) and live_group_members(server.pid) == []
 
@@ -133,7 +145,8 @@ def test_error_lines_quote_root_causes_first_and_skip_warnings():
         "(APIServer) WARNING x fd limit errors like `OSError: [Errno 24] Too many open files`\n"
         "(Worker) ERROR y RuntimeError: Unsupported CPU attention configuration: head_dim=16\n"
         "(Worker) ERROR y RuntimeError: Unsupported CPU attention configuration: head_dim=16\n"
-        "(APIServer) ERROR z vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.\n"
+        "(APIServer) ERROR z vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an "
+        "issue.\n"
     )
     assert error_lines(log) == [
         "RuntimeError: Unsupported CPU attention configuration: head_dim=16",

@@ -77,7 +77,10 @@ def test_top_k_log_probs_are_of_the_truncated_distribution(engine, hf):
     gens = engine.generate_batch(PROMPTS, max_new_tokens=6, temperature=0.8, top_k=4, seed=6)
     with torch.no_grad():
         for prompt, g in zip(PROMPTS, gens, strict=True):
-            logits = hf.model(torch.tensor(prompt + g.token_ids)[None]).logits[0, len(prompt) - 1 : -1] / 0.8
+            logits = (
+                hf.model(torch.tensor(prompt + g.token_ids)[None]).logits[0, len(prompt) - 1 : -1]
+                / 0.8
+            )
             kth = logits.topk(4, dim=-1).values[:, -1:]  # [R, 1]
             logp = torch.log_softmax(logits.masked_fill(logits < kth, float("-inf")), dim=-1)
             want = logp.gather(-1, torch.tensor(g.token_ids)[:, None])[:, 0]
@@ -116,7 +119,10 @@ def test_concurrent_requests_from_fresh_event_loops(engine):
     gens = asyncio.run(step())
     elapsed = time.perf_counter() - started
     tokens = sum(len(g.token_ids) for g in gens)
-    print(f"\n{len(gens)} concurrent requests, {tokens} tokens in {elapsed:.2f} s = {tokens / elapsed:.0f} tok/s")
+    print(
+        f"\n{len(gens)} concurrent requests, {tokens} tokens in {elapsed:.2f} s = "
+        f"{tokens / elapsed:.0f} tok/s"
+    )
     assert len(gens) == 66 and all(1 <= len(g.token_ids) <= 32 for g in gens)
 
 
@@ -134,7 +140,9 @@ def transfer_stats(engine, replica) -> dict:
 
 
 @pytest.mark.parametrize(("transport", "bucket_mb"), [("file", 512), ("http_bytes", 0.05)])
-def test_native_sync_changes_generation_stamps_the_version_and_matches_hf(engine, hf, transport, bucket_mb):
+def test_native_sync_changes_generation_stamps_the_version_and_matches_hf(
+    engine, hf, transport, bucket_mb
+):
     # bucket_mb = 0.05 splits the 0.3 MB model into ~7 buckets, cutting through layers.
     before, stats = greedy(engine), transfer_stats(engine, engine.replicas[0])
     sync = use_sync(engine, transport=transport, bucket_mb=bucket_mb)
@@ -149,7 +157,9 @@ def test_native_sync_changes_generation_stamps_the_version_and_matches_hf(engine
     assert [g.token_ids for g in after] == [g.token_ids for g in greedy(hf)]
     now = transfer_stats(engine, engine.replicas[0])
     assert now["backend"] == "RlctlCPUTransferEngine" and now["updates"] == stats["updates"] + 1
-    assert now["buckets"] - stats["buckets"] == (1 if bucket_mb == 512 else len(list(_buckets(v2, bucket_mb))))
+    assert now["buckets"] - stats["buckets"] == (
+        1 if bucket_mb == 512 else len(list(_buckets(v2, bucket_mb)))
+    )
     assert list((engine.workdir / "weights").glob("v21-*")) == []  # bucket files are removed
     # And back: the prefix cache must not serve KV computed by the other weights.
     v1 = sharpened_state(0)
@@ -167,7 +177,10 @@ def _buckets(state, bucket_mb):
 def test_a_server_reporting_another_version_fails_the_check(engine):
     sync = use_sync(engine, transport="file", bucket_mb=512)
     sync(sharpened_state(0), engine, 23)
-    with pytest.raises(ServerError, match=r"server vllm\[0\] reports weight version '23' after the update to version 24"):
+    with pytest.raises(
+        ServerError,
+        match=r"server vllm\[0\] reports weight version '23' after the update to version 24",
+    ):
         sync._check_versions(engine, 24, sync.options)
 
 
@@ -205,10 +218,15 @@ def test_attach_to_a_running_server(engine):
 
 def test_bad_requests_are_named_errors_and_leave_the_server_serving(engine):
     before, version = greedy(engine, n=4), engine.weight_version
-    with pytest.raises(ServerError, match=r"server vllm\[0\] answered POST /v1/completions with HTTP 400"):
-        engine.generate_batch([[1, 10_000]], max_new_tokens=2, temperature=0.0)  # id beyond the vocabulary
+    with pytest.raises(
+        ServerError, match=r"server vllm\[0\] answered POST /v1/completions with HTTP 400"
+    ):
+        # id beyond the vocabulary
+        engine.generate_batch([[1, 10_000]], max_new_tokens=2, temperature=0.0)
     # vLLM's worker raises on an unknown name and the whole server dies: refused before sending.
-    with pytest.raises(ValueError, match=r"version 9 has 1 name\(s\) the served checkpoint does not have"):
+    with pytest.raises(
+        ValueError, match=r"version 9 has 1 name\(s\) the served checkpoint does not have"
+    ):
         VLLMWeightSync()({"model.no_such.weight": torch.zeros(3)}, engine, 9)
     assert engine.weight_version == version
     assert greedy(engine, n=4) == before
@@ -226,13 +244,22 @@ def test_unknown_tensor_name_is_refused_by_the_server_which_keeps_serving(engine
     try:
         before = greedy(attached, n=4)
         bad = {**sharpened_state(0), "model.no_such.weight": torch.zeros(3)}
-        with pytest.raises(ServerError, match=rf"version 31 failed: server {engine.urls[0]} answered POST /update_weights with HTTP 500"):
+        with pytest.raises(
+            ServerError,
+            match=rf"version 31 failed: server {engine.urls[0]} answered POST /update_weights "
+                  r"with HTTP 500",
+        ):
             VLLMWeightSync(VLLMWeightSyncOptions(**options))(bad, attached, 31)
         # The reason is in the server's log (an attached engine cannot quote it).
-        assert "tensor name(s) the served checkpoint does not have" in engine.servers[0].log_path.read_text()
+        assert (
+            "tensor name(s) the served checkpoint does not have"
+            in engine.servers[0].log_path.read_text()
+        )
         assert attached.weight_version == 0
-        assert get_json(engine.urls[0] + "/is_paused") == {"is_paused": False}  # resumed after the failure
-        assert [g.token_ids for g in greedy(attached, n=4)] == [g.token_ids for g in before]  # old weights intact
+        # resumed after the failure
+        assert get_json(engine.urls[0] + "/is_paused") == {"is_paused": False}
+        # old weights intact
+        assert [g.token_ids for g in greedy(attached, n=4)] == [g.token_ids for g in before]
         VLLMWeightSync(VLLMWeightSyncOptions(**options))(sharpened_state(0), attached, 32)
         assert [g.token_ids for g in greedy(attached, n=4)] == [g.token_ids for g in before]
     finally:
@@ -245,7 +272,11 @@ def test_an_update_that_hangs_times_out_naming_the_server(engine):
     os.killpg(server.pid, signal.SIGSTOP)  # the server accepts connections but never answers
     try:
         started = time.monotonic()
-        with pytest.raises(ServerError, match=r"version 41 failed: POST .* to server vllm\[0\] failed: .*Timeout.*still running"):
+        with pytest.raises(
+            ServerError,
+            match=r"version 41 failed: POST .* to server vllm\[0\] failed: "
+                  r".*Timeout.*still running",
+        ):
             sync(sharpened_state(0), engine, 41)
         assert time.monotonic() - started < 15  # pause times out, the best-effort resume too
     finally:

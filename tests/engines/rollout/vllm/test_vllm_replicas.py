@@ -59,7 +59,10 @@ def engine(checkpoint, tmp_path_factory):  # noqa: F811 - the imported fixture
 
 def completions_served(engine) -> list[int]:
     """``POST /v1/completions`` lines in each server's access log."""
-    return [len(re.findall(r'"POST /v1/completions HTTP', s.log_path.read_text())) for s in engine.servers]
+    return [
+        len(re.findall(r'"POST /v1/completions HTTP', s.log_path.read_text()))
+        for s in engine.servers
+    ]
 
 
 def test_requests_are_spread_over_both_servers(engine):

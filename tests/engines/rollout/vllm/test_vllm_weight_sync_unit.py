@@ -89,7 +89,9 @@ def test_native_servers_get_the_transfer_backend_and_only_the_extension_on_pytho
     assert (WORKER_EXTENSION_DIR / "rlctl_vllm_ext.py").is_file()
     assert "VLLM_ALLOW_INSECURE_SERIALIZATION" not in cmd.env
     ipc = command(transport="ipc")
-    assert json.loads(ipc.argv[ipc.argv.index("--weight-transfer-config") + 1]) == {"backend": "ipc"}
+    assert json.loads(ipc.argv[ipc.argv.index("--weight-transfer-config") + 1]) == {
+        "backend": "ipc"
+    }
     assert ipc.env["VLLM_ALLOW_INSECURE_SERIALIZATION"] == "1"  # vLLM pickles IPC handles
     reload = command(method="reload")
     assert "--weight-transfer-config" not in reload.argv and "PYTHONPATH" not in reload.env
@@ -108,7 +110,9 @@ def test_cuda_transports_are_refused_on_cpu_when_the_engine_is_built(transport):
 def test_the_engine_starts_its_servers_for_the_syncs_options(sync, backend):
     engine = VLLMRolloutEngine(engine_spec(tiny_recipe(weight_sync=sync)))
     assert engine.transfer_backend == backend
-    assert ("--weight-transfer-config" in engine.server_command(0, "/m").argv) == (backend is not None)
+    assert ("--weight-transfer-config" in engine.server_command(0, "/m").argv) == (
+        backend is not None
+    )
     # another sync (a plugin's, without the vllm sync's options): the vllm sync's defaults
     other = VLLMRolloutEngine(RolloutEngineSpec(tiny_recipe(), seed=0))
     assert other.transfer_backend == "rlctl_cpu"
@@ -150,7 +154,15 @@ def test_worker_extension_imports_in_vllms_env_without_rlctl(tmp_path):
         "rlctl_vllm_ext._register()  # a second import must not fail\n"
     )
     env = {"PYTHONPATH": str(WORKER_EXTENSION_DIR), "PATH": "/usr/bin:/bin"}
-    out = subprocess.run([VLLM_PYTHON, "-c", code], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False)  # not the repo: -c puts cwd on sys.path
+    out = subprocess.run(
+        [VLLM_PYTHON, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        check=False,
+    )  # not the repo: -c puts cwd on sys.path
     assert out.returncode == 0, out.stderr[-2000:]
 
 
@@ -161,19 +173,31 @@ def test_cuda_transfer_pieces_match_vllms_trainer_api(tmp_path):
     code = (
         "import torch\n"
         "from rlctl.engines.rollout.vllm.cuda_transfer import ReplicaClient, state_dict_source\n"
-        "from vllm.distributed.weight_transfer import VLLMWeightSyncClient, WeightTransferTrainerFactory as F\n"
+        "from vllm.distributed.weight_transfer import VLLMWeightSyncClient, "
+        "WeightTransferTrainerFactory as F\n"
         "from vllm.distributed.weight_transfer.nccl_engine import NCCLTrainerInitInfo\n"
         "from vllm.distributed.weight_transfer.ipc_engine import IPCTrainerInitInfo\n"
         "src = state_dict_source({'a': torch.ones(2, 3), 'b': torch.zeros(4)}, 'cpu')\n"
         "assert [(m.name, m.shape) for m in src.metadata()] == [('a', (2, 3)), ('b', (4,))]\n"
         "assert [n for n, _ in src] == ['a', 'b'] and list(src.iter_groups())[0][0] == ['a', 'b']\n"
-        "assert NCCLTrainerInitInfo(master_address='127.0.0.1', master_port=1, world_size=2, rank=0).is_sender\n"
-        "assert IPCTrainerInitInfo(rank=0).backend == 'ipc' and {'nccl', 'ipc'} <= set(F._registry)\n"
+        "assert NCCLTrainerInitInfo(master_address='127.0.0.1', master_port=1, world_size=2, "
+        "rank=0).is_sender\n"
+        "assert IPCTrainerInitInfo(rank=0).backend == 'ipc' and {'nccl', 'ipc'} <= "
+        "set(F._registry)\n"
         "import typing\n"
-        "methods = typing._get_protocol_attrs(VLLMWeightSyncClient)  # the protocol's four methods\n"
-        "assert len(methods) == 4 and all(callable(getattr(ReplicaClient, m)) for m in methods), methods\n"
+        "methods = typing._get_protocol_attrs(VLLMWeightSyncClient)  # the protocol's four "
+        "methods\n"
+        "assert len(methods) == 4 and all(callable(getattr(ReplicaClient, m)) for m in methods), "
+        "methods\n"
     )
     env = {"PYTHONPATH": str(Path(rlctl.__file__).resolve().parents[1]), "PATH": "/usr/bin:/bin"}
-    out = subprocess.run([VLLM_PYTHON, "-c", code], env=env, capture_output=True, text=True, timeout=120,
-                         cwd=tmp_path, check=False)
+    out = subprocess.run(
+        [VLLM_PYTHON, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr[-2000:]

@@ -90,7 +90,9 @@ def run(recipe: Recipe, steps: int, *, verbose: bool = False) -> History:
             scores.append(reward_fn(sample))
         reward = torch.tensor([s["score"] for s in scores]).view(-1, alg.group_size)
         adv = (reward - reward.mean(1, keepdim=True)) / (reward.std(1, keepdim=True) + 1e-6)
-        batch = ModelBatch.from_samples(flat_ids, [g.token_ids for g in gens], tokenizer.pad_token_id)
+        batch = ModelBatch.from_samples(
+            flat_ids, [g.token_ids for g in gens], tokenizer.pad_token_id
+        )
         t2 = time.perf_counter()
         old_lp, _ = actor.compute_log_prob(batch, temperature=temp, with_entropy=False)
         t3 = time.perf_counter()
