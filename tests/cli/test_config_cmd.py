@@ -16,10 +16,7 @@ SMALL = str(DATA / "small.toml")
 
 def test_validate_good_recipe(rlctl) -> None:  # type: ignore[no-untyped-def]
     result = rlctl("config", "validate", SMALL)
-    assert result.stdout == snapshot(
-        "ok: small: grpo on tiny (task count_digits), 8 prompts x 4 = 32 samples/step, 2 "
-        "optimizer steps/step, fsdp x2 + hf, ray data plane, 100 steps\n"
-    )
+    assert result.stdout == snapshot('ok: small: grpo on tiny (task count_digits), 8 prompts x 4 = 32 samples/step, 2 optimizer steps/step, fsdp x2 + hf, ray data plane, 100 steps\n')
     assert result.stderr == ""
 
 
@@ -278,32 +275,14 @@ def test_show_sources_marks_where_values_came_from(rlctl) -> None:  # type: igno
     lines = rlctl("config", "show", SMALL, "--sources", "-s", "algorithm.epochs=2").stdout
     picked = [line for line in lines.splitlines()
               if line.startswith(("in = ", "epochs = ", "top_p = ", "name = \"small\""))]
-    assert picked == snapshot(
-        [
-            'name = "small"                          # tests/cli/recipes/small.toml',
-            "epochs = 2                              # -s algorithm.epochs=2",
-            'in = "loss"                             # tests/cli/recipes/small.toml',
-            "top_p = 1.0                             # default",
-        ]
-    )
+    assert picked == snapshot(['name = "small"                          # tests/cli/recipes/small.toml', 'epochs = 2                              # -s algorithm.epochs=2', 'in = "loss"                             # tests/cli/recipes/small.toml', 'top_p = 1.0                             # default'])
 
 
 def test_show_json_has_recipe_and_derived(rlctl) -> None:  # type: ignore[no-untyped-def]
     out = json.loads(rlctl("config", "show", SMALL, "--format", "json").stdout)
     assert set(out) == {"recipe", "derived"}
     assert out["recipe"]["algorithm"]["kl"]["in"] == "loss"  # the alias, not apply_in
-    assert out["derived"] == snapshot(
-        {
-            "samples_per_step": 32,
-            "prompts_per_minibatch": 4,
-            "minibatch_size": 16,
-            "data_parallel_size": 2,
-            "minibatch_size_per_rank": 8,
-            "micro_batches_per_rank": 2,
-            "grad_accumulation_steps": 2,
-            "optimizer_steps_per_train_step": 2,
-        }
-    )
+    assert out["derived"] == snapshot({'samples_per_step': 32, 'prompts_per_minibatch': 4, 'minibatch_size': 16, 'data_parallel_size': 2, 'minibatch_size_per_rank': 8, 'micro_batches_per_rank': 2, 'grad_accumulation_steps': 2, 'optimizer_steps_per_train_step': 2})
 
 
 def test_show_of_a_bad_recipe_is_exit_2_with_nothing_on_stdout(rlctl) -> None:  # type: ignore[no-untyped-def]

@@ -41,11 +41,7 @@ def _clean(text: str, tmp_path: Path) -> str:
 @pytest.mark.parametrize("case", list(CASES))
 def test_fixture_migrates_to_a_recipe_that_validates(rlctl, tmp_path: Path, case: str) -> None:  # type: ignore[no-untyped-def]
     result, out = _migrate(rlctl, tmp_path, case, "--report", str(tmp_path / "report.txt"))
-    assert (
-        _clean(result.stdout, tmp_path)
-        == snapshot(
-            {
-                "grpo_fsdp": """\
+    assert _clean(result.stdout, tmp_path) == snapshot({'grpo_fsdp': """\
 verl config tests/cli/migrate_fixtures/ppo_trainer.yaml + 37 overrides (37 from grpo_fsdp_qwen2-7b.sh)
    launch script tests/cli/migrate_fixtures/grpo_fsdp_qwen2-7b.sh: main_ppo call at line 5
    the call forwards "$@": give extra overrides as arguments
@@ -198,8 +194,7 @@ dropped at the YAML's values (497): no effect in rlctl
       3 what verl's checkpoints hold; rlctl saves model, optimizer and state
     126 for 106 other reasons
    (`--report FILE` lists each key with its reason)
-""",
-                "grpo_megatron": """\
+""", 'grpo_megatron': """\
 verl config tests/cli/migrate_fixtures/ppo_megatron_trainer.yaml + 39 overrides (39 from grpo_megatron_qwen2-7b_math.sh)
    launch script tests/cli/migrate_fixtures/grpo_megatron_qwen2-7b_math.sh: main_ppo call at line 20
    the call forwards "$@": give extra overrides as arguments
@@ -363,8 +358,7 @@ dropped at the YAML's values (549): no effect in rlctl
       3 what verl's checkpoints hold; rlctl saves model, optimizer and state
     126 for 104 other reasons
    (`--report FILE` lists each key with its reason)
-""",
-                "ppo_critic": """\
+""", 'ppo_critic': """\
 verl config tests/cli/migrate_fixtures/ppo_trainer.yaml + 39 overrides (39 from ppo_critic_deepseek7b.sh)
    launch script tests/cli/migrate_fixtures/ppo_critic_deepseek7b.sh: main_ppo call at line 4
    the call forwards "$@": give extra overrides as arguments
@@ -528,8 +522,7 @@ dropped at the YAML's values (493): no effect in rlctl
       3 weight-sync transport
     136 for 112 other reasons
    (`--report FILE` lists each key with its reason)
-""",
-                "ppo_moe": """\
+""", 'ppo_moe': """\
 verl config tests/cli/migrate_fixtures/ppo_megatron_trainer.yaml + 45 overrides (45 from ppo_moe_qwen1.5_megatron.sh)
    launch script tests/cli/migrate_fixtures/ppo_moe_qwen1.5_megatron.sh: main_ppo call at line 28
    the call forwards "$@": give extra overrides as arguments
@@ -708,21 +701,12 @@ dropped at the YAML's values (544): no effect in rlctl
       3 weight-sync transport
     129 for 106 other reasons
    (`--report FILE` lists each key with its reason)
-""",
-            }
-        )[case]
-    )
-    assert (
-        _clean(out.read_text(), tmp_path)
-        == snapshot(
-            {
-                "grpo_fsdp": """\
+"""})[case]
+    assert _clean(out.read_text(), tmp_path) == snapshot({'grpo_fsdp': """\
 # qwen2_7b_function_rm: migrated from verl by `rlctl config migrate`.
 #
 # verl run:  grpo on Qwen/Qwen2-7B-Instruct, fsdp training + vllm rollout on 8 GPUs
-# Made by:   rlctl config migrate tests/cli/migrate_fixtures/ppo_trainer.yaml --verl-script
-# tests/cli/migrate_fixtures/grpo_fsdp_qwen2-7b.sh --var HOME=/data --reward gsm8k --train-rows 7473
-# -o <tmp>/grpo_fsdp.toml
+# Made by:   rlctl config migrate tests/cli/migrate_fixtures/ppo_trainer.yaml --verl-script tests/cli/migrate_fixtures/grpo_fsdp_qwen2-7b.sh --var HOME=/data --reward gsm8k --train-rows 7473 -o <tmp>/grpo_fsdp.toml
 # After each value: the verl key it came from (actor., rollout., ref., model. are under
 # actor_rollout_ref). The migration report accounts for every verl key: mapped, dropped
 # (no effect here) or unsupported, and why.
@@ -833,14 +817,11 @@ save_every = 20                         # trainer.save_freq (-1 = only at the en
 
 [logging]
 sinks = ["console", "jsonl"]            # trainer.logger (+ jsonl, which rlctl report reads)
-""",
-                "grpo_megatron": """\
+""", 'grpo_megatron': """\
 # qwen2_7b_megatron: migrated from verl by `rlctl config migrate`.
 #
 # verl run:  grpo on Qwen/Qwen2-7B-Instruct, megatron training + vllm rollout on 8 GPUs
-# Made by:   rlctl config migrate tests/cli/migrate_fixtures/ppo_megatron_trainer.yaml --verl-script
-# tests/cli/migrate_fixtures/grpo_megatron_qwen2-7b_math.sh --var HOME=/data --reward gsm8k
-# --train-rows 7473 -o <tmp>/grpo_megatron.toml
+# Made by:   rlctl config migrate tests/cli/migrate_fixtures/ppo_megatron_trainer.yaml --verl-script tests/cli/migrate_fixtures/grpo_megatron_qwen2-7b_math.sh --var HOME=/data --reward gsm8k --train-rows 7473 -o <tmp>/grpo_megatron.toml
 # After each value: the verl key it came from (actor., rollout., ref., model. are under
 # actor_rollout_ref). The migration report accounts for every verl key: mapped, dropped
 # (no effect here) or unsupported, and why.
@@ -952,14 +933,11 @@ save_every = 20                         # trainer.save_freq (-1 = only at the en
 
 [logging]
 sinks = ["console", "jsonl"]            # trainer.logger (+ jsonl, which rlctl report reads)
-""",
-                "ppo_critic": """\
+""", 'ppo_critic': """\
 # deepseek_llm_7b_function_rm: migrated from verl by `rlctl config migrate`.
 #
 # verl run:  gae on deepseek-ai/deepseek-llm-7b-chat, fsdp training + vllm rollout on 8 GPUs
-# Made by:   rlctl config migrate tests/cli/migrate_fixtures/ppo_trainer.yaml --verl-script
-# tests/cli/migrate_fixtures/ppo_critic_deepseek7b.sh --var HOME=/data --reward gsm8k --train-rows
-# 7473 -o <tmp>/ppo_critic.toml
+# Made by:   rlctl config migrate tests/cli/migrate_fixtures/ppo_trainer.yaml --verl-script tests/cli/migrate_fixtures/ppo_critic_deepseek7b.sh --var HOME=/data --reward gsm8k --train-rows 7473 -o <tmp>/ppo_critic.toml
 # After each value: the verl key it came from (actor., rollout., ref., model. are under
 # actor_rollout_ref). The migration report accounts for every verl key: mapped, dropped
 # (no effect here) or unsupported, and why.
@@ -1072,15 +1050,11 @@ save_every = 20                         # trainer.save_freq (-1 = only at the en
 
 [logging]
 sinks = ["console", "jsonl"]            # trainer.logger (+ jsonl, which rlctl report reads)
-""",
-                "ppo_moe": """\
+""", 'ppo_moe': """\
 # qwen1.5_moe_nochat: migrated from verl by `rlctl config migrate`.
 #
-# verl run:  gae on /data/models/Qwen/Qwen1.5-MoE-A2.7B-Chat, megatron training + vllm rollout on 32
-# GPUs
-# Made by:   rlctl config migrate tests/cli/migrate_fixtures/ppo_megatron_trainer.yaml --verl-script
-# tests/cli/migrate_fixtures/ppo_moe_qwen1.5_megatron.sh --var HOME=/data --reward gsm8k
-# --train-rows 7473 -o <tmp>/ppo_moe.toml
+# verl run:  gae on /data/models/Qwen/Qwen1.5-MoE-A2.7B-Chat, megatron training + vllm rollout on 32 GPUs
+# Made by:   rlctl config migrate tests/cli/migrate_fixtures/ppo_megatron_trainer.yaml --verl-script tests/cli/migrate_fixtures/ppo_moe_qwen1.5_megatron.sh --var HOME=/data --reward gsm8k --train-rows 7473 -o <tmp>/ppo_moe.toml
 # After each value: the verl key it came from (actor., rollout., ref., model. are under
 # actor_rollout_ref). The migration report accounts for every verl key: mapped, dropped
 # (no effect here) or unsupported, and why.
@@ -1194,10 +1168,7 @@ save_every = 20                         # trainer.save_freq (-1 = only at the en
 
 [logging]
 sinks = ["console", "jsonl"]            # trainer.logger (+ jsonl, which rlctl report reads)
-""",
-            }
-        )[case]
-    )
+"""})[case]
     assert result.stderr.splitlines()[-2:] == [f"wrote {out}", f"wrote {tmp_path / 'report.txt'}"]
     assert rlctl("config", "validate", "--skip-data", str(out)).stdout.startswith("ok: ")
 
@@ -1297,27 +1268,16 @@ error: cannot migrate faithfully (3 problems); nothing written:
     ("override", "key"),
     [
         ("algorithm.adv_estimator=ppo_magic", "algorithm.adv_estimator"),
-        (
-            "actor_rollout_ref.actor.policy_loss.loss_mode=mystery",
-            "actor_rollout_ref.actor.policy_loss.loss_mode",
-        ),
+        ("actor_rollout_ref.actor.policy_loss.loss_mode=mystery", "actor_rollout_ref.actor.policy_loss.loss_mode"),
         ("actor_rollout_ref.actor.kl_loss_type=k3+", "actor_rollout_ref.actor.kl_loss_type"),
-        (
-            "actor_rollout_ref.actor.ppo_mini_batch_size=300",
-            "actor_rollout_ref.actor.ppo_mini_batch_size",
-        ),
+        ("actor_rollout_ref.actor.ppo_mini_batch_size=300", "actor_rollout_ref.actor.ppo_mini_batch_size"),
         ("algorithm.use_kl_in_reward=true", "actor_rollout_ref.actor.use_kl_loss"),
         ("actor_rollout_ref.model.lora_rank=16", "actor_rollout_ref.model.lora_rank"),
-        (
-            "actor_rollout_ref.actor.optim.lr_warmup_steps=10",
-            "actor_rollout_ref.actor.optim.lr_warmup_steps",
-        ),
+        ("actor_rollout_ref.actor.optim.lr_warmup_steps=10", "actor_rollout_ref.actor.optim.lr_warmup_steps"),
         ("+actor_rollout_ref.actor.brand_new=3", "actor_rollout_ref.actor.brand_new"),
     ],
 )
-def test_a_setting_that_changes_the_math_exits_2_naming_the_key(
-    rlctl, tmp_path: Path, override: str, key: str
-) -> None:  # type: ignore[no-untyped-def]
+def test_a_setting_that_changes_the_math_exits_2_naming_the_key(rlctl, tmp_path: Path, override: str, key: str) -> None:  # type: ignore[no-untyped-def]
     result, out = _migrate(rlctl, tmp_path, "grpo_fsdp", override, code=2)
     assert not out.exists()
     assert f"\n  {key}: " in result.stderr
@@ -1332,9 +1292,7 @@ def test_a_setting_that_changes_the_math_exits_2_naming_the_key(
         ("data.train_batch_size=[", "not a Hydra override"),
     ],
 )
-def test_overrides_hydra_would_refuse_exit_2(
-    rlctl, tmp_path: Path, override: str, message: str
-) -> None:  # type: ignore[no-untyped-def]
+def test_overrides_hydra_would_refuse_exit_2(rlctl, tmp_path: Path, override: str, message: str) -> None:  # type: ignore[no-untyped-def]
     result, out = _migrate(rlctl, tmp_path, "grpo_fsdp", override, code=2)
     assert message in result.stderr and not out.exists()
 
@@ -1343,9 +1301,7 @@ def test_a_missing_reward_is_asked_for(rlctl, tmp_path: Path) -> None:  # type: 
     out = tmp_path / "x.toml"
     result = rlctl("config", "migrate", FSDP, "--verl-script", str(FIX / "grpo_fsdp_qwen2-7b.sh"),
                    "--var", "HOME=/data", "--train-rows", "7473", "-o", str(out), code=2)
-    assert (
-        "custom_reward_function.path: unset: verl scores with its built-in reward" in result.stderr
-    )
+    assert "custom_reward_function.path: unset: verl scores with its built-in reward" in result.stderr
     assert "pass --reward NAME" in result.stderr
 
 

@@ -47,9 +47,7 @@ def test_text_lists_in_process_plugins_and_refuses_a_name_without_target(  # typ
     assert "NoTargetPlugin" in failed and "rollout_engine 'planned' has no target" in failed
     assert "planned" not in block
     builtin = next(b for b in text.split("\n\n") if b.startswith("rlctl.plugins.model_engines"))
-    assert (
-        builtin.splitlines()[0] == f"rlctl.plugins.model_engines  (rlctl {__version__}, built-in)"
-    )
+    assert builtin.splitlines()[0] == f"rlctl.plugins.model_engines  (rlctl {__version__}, built-in)"
 
 
 def _rlctl(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
