@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from rlctl.engines.train.fsdp.options import FSDPOptions
-from rlctl.engines.train.megatron.options import MegatronOptions
 from rlctl.hookspecs import hookimpl
 
 
 @hookimpl
 def register_model_engines(register) -> None:  # type: ignore[no-untyped-def]
+    # Imported on use: the registry imports this module for `rlctl --help` (no pydantic).
+    from rlctl.engines.train.fsdp.options import FSDPOptions
+    from rlctl.engines.train.megatron.options import MegatronOptions
     register(
         "fsdp",
         "rlctl.engines.train.fsdp.engine:FSDPEngine",
