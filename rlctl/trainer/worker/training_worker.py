@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from rlctl.config.loaded import LoadedRecipe
 from rlctl.protocol.kv import KVBatchMeta
+from rlctl.protocol.refs import LocalRef
 from rlctl.trainer import metric_reduce as mr
 from rlctl.trainer.worker.fields import mask_from_lengths, rows, to_jagged, to_padded
 
@@ -256,7 +257,8 @@ class TrainingWorker:
 
     # ------------------------------------------------------------------ weights & state
     def export_weights(self, as_object_ref: bool = False) -> Any:
-        """Full policy weights (rank 0 gets them; other ranks join the gather and get None)."""
+        """Full policy weights by reference, ``[ref]`` (rank 0; other ranks join the gather
+        and get None): a Ray ObjectRef, or in one process a LocalRef (rlctl.protocol.refs)."""
         state = self.engines["actor"].export_weights()
         if not state:
             return None
@@ -264,7 +266,7 @@ class TrainingWorker:
             import ray
 
             return [ray.put(state)]  # a list, so Ray hands the ref itself to the next actor
-        return state
+        return [LocalRef(state)]
 
     def save(self, path: str) -> None:
         """Every rank writes its shards of every trainable role (and the frozen ref: no)."""
