@@ -84,7 +84,8 @@ class GroupCommit:
         with self._lock:
             if mine.wake.is_set():
                 return  # woken just now: a result, or the sending role
-            self._queue.remove(mine)  # not sent yet: a sent item's sender wakes it in time
+            if mine in self._queue:  # not sent yet: it never will be
+                self._queue.remove(mine)
         raise DataPlaneError(
             f"the data-plane call {mine.what} waited over {self._wait_s:.0f} s for the calls "
             "queued ahead of it (is the Ray cluster overloaded?)"

@@ -6,8 +6,8 @@ it lives as long as the writer, so write from actors or the driver), and registe
 ``(block, row)`` per key and field with the actor. A block of at most ``inline_max_bytes``
 (a few samples' scalars, a tag-sized put) skips the object store: it travels inside the index
 call and the index actor holds it. Index calls that threads of one process make at the same
-time share one actor round trip (:mod:`rlctl.dataplane.index_batch`). A get asks the actor where the rows are,
-``ray.get``s the blocks (on the same node these are
+time share one actor round trip (:mod:`rlctl.dataplane.index_batch`). A get asks the actor
+where the rows are, ``ray.get``s the blocks (on the same node these are
 zero-copy views of shared memory, never unpickled from a socket) and gathers the rows into
 fresh tensors with one copy per field. With ``zero_copy_reads`` a read of rows that one put
 wrote together returns views of shared memory instead (no copy at all): such tensors must be
@@ -88,7 +88,7 @@ class RayDataPlane(IndexActorClient, BlockDataPlane):
         blocks = {}
         for bid, (handle,) in boxed.items():
             blocks[bid] = handle if isinstance(handle, ray.ObjectRef) else {
-                n: columns.Column(*fields) for n, fields in handle.items()
+                n: columns.Column(*parts) for n, parts in handle.items()
             }
         ids = [bid for bid, h in blocks.items() if isinstance(h, ray.ObjectRef)]
         try:

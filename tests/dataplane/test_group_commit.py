@@ -124,3 +124,41 @@ def test_a_queued_caller_gives_up_after_its_bound_and_is_never_sent() -> None:
     slow.join(timeout=30)
     assert commit.call("later", "put") == "later:done"
     assert ["queued"] not in batches and all("queued" not in b for b in batches)
+
+
+def test_a_caller_whose_batch_outlives_its_bound_gets_an_error_not_a_crash() -> None:
+    # A sends alone and holds the role; B and C queue; B is handed the role and sends [B, C],
+    # which takes longer than C's bound: C gives up while its call is in flight.
+    a_sent = threading.Event()
+    release_a = threading.Event()
+
+    def send(items: list[str], what: str) -> list[str]:
+        if items == ["A"]:
+            a_sent.set()
+            release_a.wait(10)
+        else:
+            time.sleep(1.5)  # the batch carrying C: three times C's 0.5 s bound
+        return [f"{i}:done" for i in items]
+
+    commit = GroupCommit(send, wait_s=0.5)
+    outcome: dict[str, str] = {}
+
+    def caller(item: str) -> None:
+        try:
+            outcome[item] = commit.call(item, "put")
+        except DataPlaneError as exc:
+            outcome[item] = f"error: {exc}"
+
+    threads = {name: threading.Thread(target=caller, args=(name,)) for name in "ABC"}
+    threads["A"].start()
+    assert a_sent.wait(10)
+    threads["B"].start()
+    time.sleep(0.05)
+    threads["C"].start()
+    time.sleep(0.05)
+    release_a.set()
+    for t in threads.values():
+        t.join(timeout=30)
+    assert outcome["A"] == "A:done" and outcome["B"] == "B:done"
+    assert outcome["C"].startswith("error: the data-plane call put waited over"), outcome["C"]
+    assert commit.call("later", "put") == "later:done"
