@@ -19,7 +19,7 @@ _OTB = "rlctl.algorithms.token_baseline"
 
 
 @hookimpl
-def register_advantage_estimators(register) -> None:  # noqa: ANN001 - pluggy callback
+def register_advantage_estimators(register) -> None:  # pluggy callback
     # Imported on use: the registry imports this module for `rlctl --help` (no pydantic).
     from rlctl.plugins.estimator_options import (
         GdpoOptions,

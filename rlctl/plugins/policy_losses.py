@@ -16,7 +16,7 @@ _COV = "rlctl.algorithms.covariance_losses"
 
 
 @hookimpl
-def register_policy_losses(register) -> None:  # noqa: ANN001 - pluggy callback
+def register_policy_losses(register) -> None:  # pluggy callback
     # Imported on use: the registry imports this module for `rlctl --help` (no pydantic).
     from rlctl.plugins.policy_loss_options import ClipCovOptions, KlCovOptions, SapoOptions
 
