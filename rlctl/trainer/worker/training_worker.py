@@ -136,8 +136,12 @@ class TrainingWorker:
 
     # ------------------------------------------------------------------ phases
     def compute_log_prob(self, meta: KVBatchMeta, role: str, field: str, pad_to: int, temperature: float) -> dict[str, mr.Partial]:
-        """Old (actor) or reference log-probs of the sampled responses -> ``field``."""
-        with_entropy = role == "actor"
+        """Old (actor) or reference log-probs of the sampled responses -> ``field``.
+
+        No entropy here: the update's own forward computes it anyway (``actor/entropy``
+        comes from there, see actor_loss.py), so this pass skips the vocabulary-wide sum.
+        """
+        with_entropy = False
         extra = ["rollout_log_probs"] if role == "actor" else []
         batch, fields, lengths = self._model_batch(meta, extra, pad_to)
         log_probs, entropy = self.engines[role].compute_log_prob(batch, temperature=temperature, with_entropy=with_entropy)
@@ -170,16 +174,21 @@ class TrainingWorker:
             options=self.loaded.option_kwargs("algorithm.estimator_options"),
         )
 
-    def update_actor(self, meta: KVBatchMeta, pad_to: int, kl_coef: float, step: int) -> dict[str, mr.Partial]:
+    def update_actor(self, meta: KVBatchMeta, pad_to: int, kl_coef: float, step: int,
+                     old_from_update: bool = False) -> dict[str, mr.Partial]:
+        """``old_from_update``: the controller skipped the old log-prob pass because this
+        update is provably on-policy (controller/old_log_probs.py); the old log-probs are
+        this update's own detached log-probs, and it reports the rollout-vs-trainer gap."""
         from rlctl.trainer.worker.actor_loss import build_actor_loss
 
-        needed = ["old_log_probs", "advantages"]
+        needed = ["advantages"] if old_from_update else ["old_log_probs", "advantages"]
         if self.recipe.algorithm.kl.apply_in == "loss":
             needed.append("ref_log_probs")
-        if self.recipe.algorithm.loss.tis_cap is not None:
+        if self.recipe.algorithm.loss.tis_cap is not None or old_from_update:
             needed.append("rollout_log_probs")
         loss_fn = build_actor_loss(self.recipe, self.registry, kl_coef=kl_coef,
-                                   options=self.loaded.option_kwargs("algorithm.loss.options"))
+                                   options=self.loaded.option_kwargs("algorithm.loss.options"),
+                                   old_from_update=old_from_update)
         masked = None
         if self.recipe.algorithm.overlong.filter:
             # DAPO's overlong filtering: a truncated response adds no loss and no tokens
@@ -225,6 +234,10 @@ class TrainingWorker:
                 weight = float(mb_fields["response_mask"].sum())
                 for name, value in metrics.items():
                     key = name if "/" in name else f"{role}/{name}"
+                    if isinstance(value, tuple):  # a token statistic: exact over all tokens
+                        if epoch == 0:  # of the policy as it first saw this step's samples
+                            partials = mr.merge([partials, {key: value}])
+                        continue
                     partials = mr.merge([partials, {key: mr.scalar_partial(float(value), max(weight, 1.0))}])
         return partials if self.writes_outputs else {}
 

@@ -16,7 +16,6 @@ same number of forwards. Ranks with fewer micro-batches run extra zero-weight pa
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
@@ -46,6 +45,7 @@ from rlctl.engines.train.contract import LossFn, ModelEngineSpec
 from rlctl.engines.train.fsdp.options import FSDPOptions
 from rlctl.engines.train.log_probs import token_log_probs
 from rlctl.engines.train.lr_schedule import build_optimizer, build_scheduler
+from rlctl.engines.train.metrics import reduce_micro_batches
 from rlctl.models.loading import load_causal_lm, load_tokenizer, load_value_model
 
 
@@ -207,11 +207,12 @@ class FSDPEngine:
         loss_fn: LossFn,
         *,
         temperature: float = 1.0,
-    ) -> dict[str, float]:
+    ) -> dict[str, Any]:
         """One optimizer step; gradients summed over micro-batches and ranks.
 
-        ``fields`` are per-sample tensors ([B] or [B, R]) sliced with the batch. Returns the
-        mean over micro-batches of ``loss_fn``'s metrics (this rank's), ``loss`` (the global
+        ``fields`` are per-sample tensors ([B] or [B, R]) sliced with the batch. Returns
+        ``loss_fn``'s metrics reduced over micro-batches (this rank's; scalars averaged, token
+        statistics merged: :mod:`rlctl.engines.train.metrics`), ``loss`` (the global
         minibatch loss: summed over micro-batches and ranks), ``grad_norm`` and ``lr`` (the
         learning rate this step used).
         """
@@ -227,7 +228,7 @@ class FSDPEngine:
         model.train()
         chunks, passes = self._aligned_chunks(batch, self.recipe.engines.train.micro_batch_size)
         want_entropy_grad = self.recipe.algorithm.loss.entropy_coef > 0
-        sums: dict[str, float] = defaultdict(float)
+        reported: list[Mapping[str, Any]] = []
         local_loss = 0.0
         for i in range(passes):
             real = i < len(chunks)
@@ -241,9 +242,8 @@ class FSDPEngine:
             loss.backward()
             if real:
                 local_loss += float(loss.detach())
-                for key, value in metrics.items():
-                    sums[key] += float(value.detach() if isinstance(value, torch.Tensor) else value)
-        result = {key: total / len(chunks) for key, total in sums.items()}
+                reported.append(metrics)
+        result: dict[str, Any] = reduce_micro_batches(reported)
         result["loss"] = all_reduce_sum(local_loss, self._comm_device)
         result.update(self._optimizer_step())
         return result
