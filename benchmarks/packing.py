@@ -1,6 +1,6 @@
 """Packed vs padded micro-batches on a variable-length batch: real tokens/s of the fsdp engine.
 
-    python benchmarks/packing.py [--samples 64] [--min-response 16] [--repeats 3] [--json]
+    python benchmarks/packing.py [--samples 64] [--min-response 16] [--repeats 3] [--threads 1]
 
 One process, one FSDP rank on gloo, the engine rlctl trains with (``FSDPEngine``), a tiny Qwen3
 built offline (wider than the tiny recipe's, so the model's arithmetic, not Python, is what is
@@ -110,7 +110,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="token budget of the budget layouts (default: the padded layout's "
                              "average micro-batch, in tokens)")
     parser.add_argument("--repeats", type=int, default=3, help="timed rounds (best is shown)")
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's choice)")
+    # One intra-op thread by default: on a small shared machine a second one mostly waits
+    # for a core that other work holds (spin-waiting), which swamps the layouts' difference.
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch intra-op threads (0: torch's choice)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     for name in ("samples", "min_response", "micro_batch_size", "repeats"):
