@@ -164,9 +164,13 @@ def register_policy_losses(register: Callable[..., None]) -> None:
 
     ``target(old_log_prob, log_prob, advantages, response_mask, *, loss_agg_mode,
     clip_low, clip_high, clip_ratio_c, rollout_log_probs=None, tis_cap=None,
-    global_normalizer=None, horizon=None, **options) -> (loss, metrics)`` with tensors
-    [B, T]; ``metrics`` maps names such as ``pg_clipfrac``, ``ppo_kl`` and
-    ``pg_clipfrac_lower`` to floats. Accept and ignore keywords you do not use.
+    correction=None, global_normalizer=None, horizon=None, **options) -> (loss, metrics)``
+    with tensors [B, T]; ``metrics`` maps names such as ``pg_clipfrac``, ``ppo_kl`` and
+    ``pg_clipfrac_lower`` to floats. ``correction`` is the recipe's off-policy correction
+    (:class:`rlctl.algorithms.off_policy.OffPolicyCorrection`; its ``weights(old_log_prob,
+    rollout_log_probs, response_mask)`` gives the per-token weights), ``None`` when off;
+    ``tis_cap`` is its cap when the method is ``truncated_is`` (the older convention).
+    Accept and ignore keywords you do not use.
     Metadata: ``recommended_loss_agg`` (str, optional).
     """
 
@@ -205,13 +209,18 @@ def register_tasks(register: Callable[..., None]) -> None:
 
 
 @_kind("agent_loop", builtin="rlctl.plugins.agent_loops",
-       select="rollout.agent_loop")
+       select="rollout.agent_loop", options="rollout.agent_loop_options")
 @hookspec
 def register_agent_loops(register: Callable[..., None]) -> None:
     """Register agent loops (``[rollout] agent_loop = NAME``).
 
-    ``target`` is an async-capable class that turns one prompt session into one or more
-    outputs (see :mod:`rlctl.trainer.worker.agent_loop`).
+    ``target(spec: AgentLoopSpec) -> AgentLoop``, once per rollout worker: its ``async
+    run(prompt, session_id, sampling, generate)`` turns one prompt session into one or more
+    outputs, each with a ``loss_mask`` (1 = generated, 0 = observation); see
+    :mod:`rlctl.trainer.worker.agent_loop`. The validated ``[rollout.agent_loop_options]``
+    are ``spec.options_as(MyOptions)``. Metadata: ``uses`` (tuple of ``"tools"``,
+    ``"tool_parser"``, ``"environment"``: the ``[rollout]`` tables the loop reads;
+    ``config validate`` refuses the ones given to a loop that does not use them).
     """
 
 
@@ -223,8 +232,55 @@ def register_staleness_policies(register: Callable[..., None]) -> None:
 
     ``target(options) -> StalenessPolicy`` (:class:`rlctl.algorithms.staleness.StalenessPolicy`:
     ``admit(dispatch_step, policy_version)``, ``evict(groups, policy_version)``,
-    ``select(groups, count)``, ``lookahead`` and ``max_staleness``); ``options``: the validated
-    option model instance, ``None`` when it registered none. Metadata: none required.
+    ``select(groups, count)``, ``lookahead`` and ``max_staleness``; ``state_dict()`` /
+    ``load_state_dict(state)`` keep JSON-able state across a checkpoint); ``options``: the
+    validated option model instance, ``None`` when it registered none. Metadata: none required.
+    """
+
+
+@_kind("tool", builtin="rlctl.plugins.tools",
+       select="rollout.tools[].name", options="rollout.tools[].options")
+@hookspec
+def register_tools(register: Callable[..., None]) -> None:
+    """Register tools the ``tool`` agent loop offers (``[[rollout.tools]] name = NAME``).
+
+    ``target(options) -> Tool`` (``options``: the validated ``[rollout.tools.options]``
+    model instance, ``None`` when the tool registered none): an object with a ``name``,
+    ``schema() -> dict`` (the OpenAI-style function description ``{"type": "function",
+    "function": {"name", "description", "parameters": <JSON schema>}}`` that goes into the
+    chat template) and ``call(arguments: dict, ctx: ToolContext) -> str`` (sync: run in a
+    thread; or async), cut off after the loop's ``tool_timeout_s`` (see
+    :mod:`rlctl.agents.tools`). Build it cheaply: the controller builds the tools once for
+    their schemas. Metadata: none required.
+    """
+
+
+@_kind("tool_parser", builtin="rlctl.plugins.tool_parsers",
+       select="rollout.tool_parser")
+@hookspec
+def register_tool_parsers(register: Callable[..., None]) -> None:
+    """Register tool-call parsers (``[rollout] tool_parser = NAME``; ``hermes`` when unset).
+
+    ``target(tokenizer) -> ToolParser`` with ``stop_token_ids`` (tokens that end a turn
+    after a call, kept in it), ``parse(text, tool_names) -> (content, [ToolCall])`` (the
+    calls of one generated turn) and ``render_results(results) -> [token ids]`` (the
+    observation tokens that answer them); see :mod:`rlctl.agents.tool_parsers`. Metadata:
+    none required.
+    """
+
+
+@_kind("environment", builtin="rlctl.plugins.environments",
+       select="rollout.environment.name", options="rollout.environment.options")
+@hookspec
+def register_environments(register: Callable[..., None]) -> None:
+    """Register environments for the ``env`` agent loop (``[rollout.environment] name = NAME``).
+
+    ``target(options) -> Environment``, one instance per episode (``options``: the validated
+    ``[rollout.environment.options]`` model instance, ``None`` when it registered none), with
+    ``reset(record) -> str`` (the first observation, may be empty) and ``step(action: str)
+    -> StepResult(observation, reward, done, info)`` (or that 4-tuple); both may be
+    ``async``, and an optional ``close()`` runs when the episode ends (see
+    :mod:`rlctl.agents.environment`). Metadata: none required.
     """
 
 
@@ -269,6 +325,19 @@ def validate_config(recipe: Recipe) -> list[Any] | None:
 
     Return a list of :class:`rlctl.config.problems.ConfigProblem` (or ``None``). Called by
     ``rlctl config validate`` and before ``rlctl train``; all problems are shown together.
+    """
+
+
+@hookspec
+def choose_group_size(recipe: Recipe, prompt: Any, split: str, default: int) -> int | None:
+    """How many sessions (samples) to run for ``prompt`` (a :class:`rlctl.tasks.Prompt`).
+
+    Called by the controller for every prompt it feeds, ``split`` = ``"train"`` or ``"val"``,
+    one plugin at a time in registration order (built-ins, then third-party plugins). Return
+    a positive int, or ``None`` to leave it to the next plugin; the first answer wins. Without
+    any answer a prompt's own ``n`` (set by its task) or ``default`` (the recipe's group size)
+    is used. More samples for hard prompts, fewer for solved ones. A plugin that raises or
+    answers something else stops the run with its name.
     """
 
 

@@ -364,7 +364,7 @@ def _dist_of(module_name: str) -> tuple[str, str]:
         return top, "unknown"
     try:
         return dists[0], version(dists[0])
-    except Exception:
+    except Exception:  # noqa: BLE001 - a broken distribution's metadata only loses its version
         return dists[0], "unknown"
 
 
@@ -396,7 +396,9 @@ def build_registry(*, external: str | None = None, extra: Sequence[object] = ())
     mode = (external if external is not None else os.environ.get(PLUGINS_ENV, "auto")).strip()
     allow: set[str] | None = None
     if mode.lower() not in ("", "auto", "all"):
-        allow = set() if mode.lower() == "none" else {p.strip() for p in mode.split(",") if p.strip()}
+        allow = (
+            set() if mode.lower() == "none" else {p.strip() for p in mode.split(",") if p.strip()}
+        )
     if allow is None or allow:
         for ep in entry_points(group=ENTRY_POINT_GROUP):
             if allow is not None and ep.name not in allow:
@@ -404,7 +406,7 @@ def build_registry(*, external: str | None = None, extra: Sequence[object] = ())
             try:
                 plugin = ep.load()
                 pm.register(plugin, name=ep.name)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - one broken plugin is reported, not fatal
                 failures.append(PluginFailure(ep.name, ep.value, _describe(exc)))
                 continue
             dist = ep.dist

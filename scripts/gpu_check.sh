@@ -12,7 +12,7 @@
 #                                                   scripts/build_engine_envs.sh vllm builds)
 #          GPU_CHECK_DEVICE=cpu scripts/gpu_check.sh   (dry run of this script on a CPU machine:
 #                                                   smaller model, 2 steps, Megatron through the
-#                                                   test-only CUDA shim in tests/engines_megatron)
+#                                                   test-only CUDA shim in tests/engines/train/megatron)
 # Needs: rlctl installed with the train and megatron extras; vLLM in its own env.
 # Output: per-step lines, then a summary per engine; run dirs under $GPU_CHECK_DIR.
 set -euo pipefail
@@ -39,7 +39,7 @@ else
         -s algorithm.prompts_per_step=16 -s resources.num_cpus=2
     )
     # Megatron-core's forward hard-codes CUDA calls; on CPU the test-only shim patches them.
-    export PYTHONPATH="$PWD/tests/engines_megatron/shim${PYTHONPATH:+:$PYTHONPATH}"
+    export PYTHONPATH="$PWD/tests/engines/train/megatron/shim${PYTHONPATH:+:$PYTHONPATH}"
 fi
 
 VLLM_PY="${RLCTL_VLLM_PYTHON:-}"

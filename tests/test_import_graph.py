@@ -17,10 +17,10 @@ import rlctl
 
 ROOT = Path(rlctl.__file__).resolve().parent
 # Layers below the plugins: they are what plugins register, so they never import plugins.
-LOWER = ("rlctl.engines", "rlctl.trainer", "rlctl.dataplane", "rlctl.config", "rlctl.algorithms",
-         "rlctl.protocol", "rlctl.models", "rlctl.rewards", "rlctl.tasks", "rlctl.sinks",
-         "rlctl.checkpoint", "rlctl.inspect", "rlctl.bench", "rlctl.testing", "rlctl.registry",
-         "rlctl.hookspecs")
+LOWER = ("rlctl.engines", "rlctl.trainer", "rlctl.agents", "rlctl.dataplane", "rlctl.config",
+         "rlctl.algorithms", "rlctl.protocol", "rlctl.models", "rlctl.rewards", "rlctl.tasks",
+         "rlctl.sinks", "rlctl.checkpoint", "rlctl.inspect", "rlctl.bench", "rlctl.testing",
+         "rlctl.registry", "rlctl.hookspecs")
 
 
 def module_names() -> dict[str, Path]:

@@ -36,13 +36,15 @@ _LAZY: dict[str, str] = {
     "entropy_from_logits": "rlctl.algorithms.entropy:entropy_from_logits",
     "sum_pi_squared_from_logits": "rlctl.algorithms.entropy:sum_pi_squared_from_logits",
     "entropy_bonus": "rlctl.algorithms.entropy:entropy_bonus",
-    "truncated_is_weights": "rlctl.algorithms.importance:truncated_is_weights",
+    "truncated_is_weights": "rlctl.algorithms.off_policy:truncated_is_weights",
+    "OffPolicyCorrection": "rlctl.algorithms.off_policy:OffPolicyCorrection",
     "compute_value_loss": "rlctl.algorithms.value_loss:compute_value_loss",
     "masked_mean": "rlctl.algorithms.masked:masked_mean",
     "masked_whiten": "rlctl.algorithms.masked:masked_whiten",
 }
 
-__all__ = ["get_advantage_estimator", "get_policy_loss", *_LAZY]
+# The lazy names are _LAZY's string keys (resolved by __getattr__ on first use).
+__all__ = ["get_advantage_estimator", "get_policy_loss", *_LAZY]  # noqa: PLE0604
 
 
 def get_advantage_estimator(name: str) -> Callable[..., Any]:

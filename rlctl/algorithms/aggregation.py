@@ -30,13 +30,17 @@ import torch
 
 from rlctl.algorithms.masked import masked_sum
 
-LossAggMode = Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
+LossAggMode = Literal[
+    "token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"
+]
 LOSS_AGG_MODES: tuple[str, ...] = get_args(LossAggMode)
 
 
 def _check_mode(mode: str) -> None:
     if mode not in LOSS_AGG_MODES:
-        raise ValueError(f"unknown loss aggregation mode {mode!r}; choose one of {', '.join(LOSS_AGG_MODES)}")
+        raise ValueError(
+            f"unknown loss aggregation mode {mode!r}; choose one of {', '.join(LOSS_AGG_MODES)}"
+        )
 
 
 def loss_normalizer(loss_mask: torch.Tensor, mode: str) -> torch.Tensor:
@@ -56,13 +60,14 @@ def agg_loss(
     mode: str,
     *,
     global_normalizer: float | torch.Tensor | None = None,
-    horizon: int | float | None = None,
+    horizon: float | None = None,
 ) -> torch.Tensor:
     """Aggregate ``loss_mat`` [B, T] under ``loss_mask`` [B, T] into a scalar (see module doc)."""
     _check_mode(mode)
     if loss_mat.shape != loss_mask.shape:
         raise ValueError(
-            f"loss_mat {tuple(loss_mat.shape)} and loss_mask {tuple(loss_mask.shape)} must have one shape"
+            f"loss_mat {tuple(loss_mat.shape)} and loss_mask {tuple(loss_mask.shape)} must have "
+            "one shape"
         )
     if loss_mat.dtype in (torch.float16, torch.bfloat16):
         # Token counts in the thousands are not representable in 16-bit floats: reduce in fp32.
@@ -71,7 +76,9 @@ def agg_loss(
     if global_normalizer is None:
         normalizer = loss_normalizer(loss_mask, mode).to(loss_mat.dtype)
     else:
-        normalizer = torch.as_tensor(global_normalizer, dtype=loss_mat.dtype, device=loss_mat.device)
+        normalizer = torch.as_tensor(
+            global_normalizer, dtype=loss_mat.dtype, device=loss_mat.device
+        )
     # An empty batch (normalizer 0) contributes 0, not NaN: its sum is 0 too.
     normalizer = normalizer.clamp(min=1e-8)
     if mode == "token-mean":

@@ -16,7 +16,11 @@ def _chunked(fn, logits: torch.Tensor, chunk_size: int | None) -> torch.Tensor:
     if chunk_size is None:
         return fn(logits)
     flat = logits.reshape(-1, logits.shape[-1])
-    out = torch.cat([fn(part) for part in torch.split(flat, chunk_size)]) if flat.shape[0] else flat.new_zeros(0)
+    out = (
+        torch.cat([fn(part) for part in torch.split(flat, chunk_size)])
+        if flat.shape[0]
+        else flat.new_zeros(0)
+    )
     return out.reshape(logits.shape[:-1])
 
 

@@ -49,7 +49,9 @@ def _broadcast(per_sample: torch.Tensor, response_mask: torch.Tensor) -> torch.T
     return per_sample.unsqueeze(-1) * response_mask.to(per_sample.dtype)
 
 
-def _outcome(per_sample: torch.Tensor, response_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _outcome(
+    per_sample: torch.Tensor, response_mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``(advantages, returns)`` of an outcome estimator: both the broadcast advantage [B, T]."""
     adv = _broadcast(per_sample, response_mask)
     return adv, adv
@@ -162,9 +164,15 @@ def compute_gdpo_advantage(
     for weight, component in zip(weights, components, strict=True):
         comp = component.to(device=token_level_rewards.device, dtype=token_level_rewards.dtype)
         if comp.dim() == 1:  # one score per sample: the sum over T is the score itself
-            comp = torch.nn.functional.pad(comp.unsqueeze(-1), (0, token_level_rewards.shape[-1] - 1))
+            comp = torch.nn.functional.pad(
+                comp.unsqueeze(-1), (0, token_level_rewards.shape[-1] - 1)
+            )
         normalised, _ = compute_grpo_advantage(
-            comp, response_mask, index, epsilon=epsilon, norm_adv_by_std_in_grpo=norm_adv_by_std_in_grpo
+            comp,
+            response_mask,
+            index,
+            epsilon=epsilon,
+            norm_adv_by_std_in_grpo=norm_adv_by_std_in_grpo,
         )
         total = total + weight * normalised
     adv = masked_whiten(total, response_mask) * response_mask

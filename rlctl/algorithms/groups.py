@@ -35,7 +35,9 @@ class Groups:
         return list(torch.split(order, self.sizes.tolist()))
 
 
-def as_groups(index: Sequence[Any] | np.ndarray | torch.Tensor, batch_size: int, device: torch.device) -> Groups:
+def as_groups(
+    index: Sequence[Any] | np.ndarray | torch.Tensor, batch_size: int, device: torch.device
+) -> Groups:
     """Turn per-sample group ids into dense ids; fails loudly on a length mismatch."""
     if index is None:
         raise ValueError(

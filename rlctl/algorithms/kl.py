@@ -22,7 +22,15 @@ import torch
 from rlctl.algorithms.aggregation import agg_loss
 from rlctl.algorithms.masked import masked_mean
 
-KL_ALIASES = {"kl": "k1", "k1": "k1", "mse": "k2", "k2": "k2", "low_var_kl": "k3", "k3": "k3", "abs": "abs"}
+KL_ALIASES = {
+    "kl": "k1",
+    "k1": "k1",
+    "mse": "k2",
+    "k2": "k2",
+    "low_var_kl": "k3",
+    "k3": "k3",
+    "abs": "abs",
+}
 
 
 def _kl_forward(log_prob: torch.Tensor, ref_log_prob: torch.Tensor, kind: str) -> torch.Tensor:
@@ -37,7 +45,9 @@ def _kl_forward(log_prob: torch.Tensor, ref_log_prob: torch.Tensor, kind: str) -
     return torch.clamp(torch.exp(log_r) - log_r - 1, min=-10, max=10)
 
 
-def kl_penalty(log_prob: torch.Tensor, ref_log_prob: torch.Tensor, kind: str = "k3") -> torch.Tensor:
+def kl_penalty(
+    log_prob: torch.Tensor, ref_log_prob: torch.Tensor, kind: str = "k3"
+) -> torch.Tensor:
     """Per-token KL estimate [B, T] of ``KL(pi || pi_ref)`` for samples drawn from pi."""
     straight_through = kind.endswith("+")
     base = KL_ALIASES.get(kind[:-1] if straight_through else kind)
@@ -78,7 +88,9 @@ class AdaptiveKLController:
 
     def __init__(self, init: float, target: float, horizon: int) -> None:
         if target <= 0 or horizon <= 0:
-            raise ValueError(f"adaptive KL needs target > 0 and horizon > 0, got {target} and {horizon}")
+            raise ValueError(
+                f"adaptive KL needs target > 0 and horizon > 0, got {target} and {horizon}"
+            )
         self.value = float(init)
         self.target = float(target)
         self.horizon = int(horizon)
@@ -89,7 +101,12 @@ class AdaptiveKLController:
         self.value *= 1 + error * n_steps / self.horizon
 
     def state_dict(self) -> dict[str, Any]:
-        return {"kind": "adaptive", "value": self.value, "target": self.target, "horizon": self.horizon}
+        return {
+            "kind": "adaptive",
+            "value": self.value,
+            "target": self.target,
+            "horizon": self.horizon,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore the coefficient; ``target``/``horizon`` keep the values of the current recipe."""
@@ -154,5 +171,7 @@ def kl_loss(
     adds ``coef * kl`` to the policy loss.
     """
     kld = kl_penalty(log_prob, ref_log_prob, kind)
-    loss = agg_loss(kld, response_mask, loss_agg_mode, global_normalizer=global_normalizer, horizon=horizon)
+    loss = agg_loss(
+        kld, response_mask, loss_agg_mode, global_normalizer=global_normalizer, horizon=horizon
+    )
     return loss, {"kl_loss": float(loss.detach())}

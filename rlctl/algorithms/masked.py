@@ -41,7 +41,9 @@ def masked_var(values: torch.Tensor, mask: torch.Tensor, unbiased: bool = True) 
     return variance
 
 
-def masked_whiten(values: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True) -> torch.Tensor:
+def masked_whiten(
+    values: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True
+) -> torch.Tensor:
     """Normalise ``values`` to zero mean and unit (unbiased) variance over the mask.
 
     ``(v - mean) * rsqrt(var + 1e-8)``; with ``shift_mean=False`` the mean is added back.

@@ -5,6 +5,7 @@ Calling convention (every loss)::
     fn(old_log_prob [B, T], log_prob [B, T], advantages [B, T], response_mask [B, T], *,
        loss_agg_mode: str, clip_low: float, clip_high: float, clip_ratio_c: float | None,
        rollout_log_probs: [B, T] | None = None, tis_cap: float | None = None,
+       correction: OffPolicyCorrection | None = None,
        global_normalizer: float | None = None, horizon: int | None = None, **options)
     -> (loss: scalar tensor, metrics: dict[str, float])
 
@@ -13,12 +14,14 @@ Each loss is written as its math only, ``(old_log_prob, log_prob, advantages, re
 convention above (the wrapped function's signature shows the common keywords too).
 ``loss_agg_mode``, ``global_normalizer`` and ``horizon`` go to
 :func:`rlctl.algorithms.aggregation.agg_loss` (micro-batch / data-parallel exact sums).
-``rollout_log_probs`` with ``tis_cap`` turns on truncated importance sampling
-(:mod:`rlctl.algorithms.importance`). ``options`` are the loss's own validated options;
-unknown keywords are ignored so the trainer can pass one common set.
+``rollout_log_probs`` with ``correction`` (an off-policy correction,
+:mod:`rlctl.algorithms.off_policy`) reweights each token's loss; ``tis_cap = C`` alone is
+the older spelling of ``correction = OffPolicyCorrection("truncated_is", cap=C)``.
+``options`` are the loss's own validated options; unknown keywords are ignored so the
+trainer can pass one common set.
 
 Metrics always hold ``pg_clipfrac``, ``ppo_kl`` (k1 estimate of KL(old || new), masked
-mean) and ``pg_clipfrac_lower`` (verl's names), plus TIS metrics when TIS is on.
+mean) and ``pg_clipfrac_lower`` (verl's names), plus the correction's metrics when one is on.
 """
 
 from __future__ import annotations
@@ -31,15 +34,17 @@ from typing import Any
 import torch
 
 from rlctl.algorithms.aggregation import agg_loss
-from rlctl.algorithms.importance import truncated_is_weights
 from rlctl.algorithms.masked import masked_mean
+from rlctl.algorithms.off_policy import OffPolicyCorrection
 
 # Log-ratios are clamped before exp() so a wild token cannot overflow to inf (verl does the
 # same); inside [-20, 20] the numerics are untouched.
 LOG_RATIO_CLAMP = 20.0
 
 
-def _check_shapes(old_log_prob: torch.Tensor, log_prob: torch.Tensor, response_mask: torch.Tensor) -> None:
+def _check_shapes(
+    old_log_prob: torch.Tensor, log_prob: torch.Tensor, response_mask: torch.Tensor
+) -> None:
     if not (old_log_prob.shape == log_prob.shape == response_mask.shape):
         raise ValueError(
             "old_log_prob, log_prob and response_mask must be [B, T] of one shape; got "
@@ -64,36 +69,52 @@ def finish_policy_loss(
     old_log_prob: torch.Tensor,
     loss_agg_mode: str,
     rollout_log_probs: torch.Tensor | None,
-    tis_cap: float | None,
+    correction: OffPolicyCorrection | None,
     global_normalizer: float | torch.Tensor | None,
     horizon: int | None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """Apply TIS weights to the per-token losses [B, T], aggregate, and floatify metrics."""
-    pg_losses = apply_tis(pg_losses, old_log_prob, rollout_log_probs, response_mask, tis_cap, metrics)
+    """Weight the per-token losses [B, T] by the correction, aggregate, floatify metrics."""
+    pg_losses = apply_correction(pg_losses, old_log_prob, rollout_log_probs, response_mask,
+                                 correction, metrics)
     loss = agg_loss(
-        pg_losses, response_mask, loss_agg_mode, global_normalizer=global_normalizer, horizon=horizon
+        pg_losses,
+        response_mask,
+        loss_agg_mode,
+        global_normalizer=global_normalizer,
+        horizon=horizon,
     )
     return loss, {k: float(v) for k, v in metrics.items()}
 
 
-def apply_tis(
+def correction_of(
+    correction: OffPolicyCorrection | None, tis_cap: float | None
+) -> OffPolicyCorrection | None:
+    """The correction a loss applies: ``correction`` if active, else ``tis_cap`` (old keyword)."""
+    if correction is not None:
+        return correction if correction.active else None
+    return OffPolicyCorrection("truncated_is", cap=tis_cap) if tis_cap is not None else None
+
+
+def apply_correction(
     pg_losses: torch.Tensor,
     old_log_prob: torch.Tensor,
     rollout_log_probs: torch.Tensor | None,
     response_mask: torch.Tensor,
-    tis_cap: float | None,
+    correction: OffPolicyCorrection | None,
     metrics: dict[str, Any],
 ) -> torch.Tensor:
-    """Multiply per-token losses by the truncated IS weights when ``tis_cap`` is set."""
-    if tis_cap is None:
+    """Multiply per-token losses by the correction's weights (``None``: unchanged)."""
+    if correction is None:
         return pg_losses
     if rollout_log_probs is None:
         raise ValueError(
-            "tis_cap is set but rollout_log_probs is missing: the rollout engine must return "
-            "per-token log-probs, or set [algorithm.loss] tis_cap to none"
+            f"the {correction.method} off-policy correction is on but rollout_log_probs is "
+            "missing: the rollout engine must return per-token log-probs, or set "
+            '[algorithm.correction] method = "none"'
         )
-    weights, tis_metrics = truncated_is_weights(old_log_prob, rollout_log_probs, response_mask, tis_cap)
-    metrics.update(tis_metrics)
+    weights, correction_metrics = correction.weights(old_log_prob, rollout_log_probs,
+                                                     response_mask)
+    metrics.update(correction_metrics)
     return pg_losses * weights
 
 
@@ -128,14 +149,16 @@ def loss_metrics(
 LossMath = Callable[..., tuple[torch.Tensor, dict[str, Any]]]
 PolicyLoss = Callable[..., tuple[torch.Tensor, dict[str, float]]]
 
-def policy_loss(*, default_agg_mode: str, applies_tis: bool = False) -> Callable[[LossMath], PolicyLoss]:
+def policy_loss(
+    *, default_agg_mode: str, applies_tis: bool = False
+) -> Callable[[LossMath], PolicyLoss]:
     """Turn a loss's math into a policy loss with the common calling convention (module doc).
 
     The decorated ``math(old_log_prob, log_prob, advantages, response_mask, **options)``
     returns the per-token losses [B, T] and tensor metrics; the wrapper applies TIS,
     aggregates with ``loss_agg_mode`` (default ``default_agg_mode``) and floatifies the
-    metrics. With ``applies_tis`` the math gets ``rollout_log_probs`` and ``tis_cap`` and
-    weights the losses itself (GMPO weights whole sequences, not tokens).
+    metrics. With ``applies_tis`` the math gets ``rollout_log_probs`` and ``correction``
+    and weights the losses itself (GMPO weights whole sequences, not tokens).
     """
 
     def decorate(math: LossMath) -> PolicyLoss:
@@ -148,18 +171,20 @@ def policy_loss(*, default_agg_mode: str, applies_tis: bool = False) -> Callable
             loss_agg_mode: str = default_agg_mode,
             rollout_log_probs: torch.Tensor | None = None,
             tis_cap: float | None = None,
+            correction: OffPolicyCorrection | None = None,
             global_normalizer: float | torch.Tensor | None = None,
             horizon: int | None = None,
             **options: Any,
         ) -> tuple[torch.Tensor, dict[str, float]]:
+            active = correction_of(correction, tis_cap)
             if applies_tis:
-                options.update(rollout_log_probs=rollout_log_probs, tis_cap=tis_cap)
-                rollout_log_probs = tis_cap = None
+                options.update(rollout_log_probs=rollout_log_probs, correction=active)
+                rollout_log_probs, active = None, None
             pg_losses, metrics = math(old_log_prob, log_prob, advantages, response_mask, **options)
             return finish_policy_loss(
                 pg_losses, response_mask, metrics, old_log_prob=old_log_prob,
-                loss_agg_mode=loss_agg_mode, rollout_log_probs=rollout_log_probs, tis_cap=tis_cap,
-                global_normalizer=global_normalizer, horizon=horizon,
+                loss_agg_mode=loss_agg_mode, rollout_log_probs=rollout_log_probs,
+                correction=active, global_normalizer=global_normalizer, horizon=horizon,
             )
 
         # What inspect/help show: the math's own options plus the common keywords above
@@ -272,7 +297,9 @@ def compute_policy_loss_cispo(
     ratio = torch.exp(log_ratio)
     clipped_ratio = torch.clamp(ratio, 1 - clip_low, 1 + clip_high)
     pg_losses = -clipped_ratio.detach() * advantages * log_prob
-    return pg_losses, loss_metrics(ppo_kl, masked_mean((ratio != clipped_ratio).float(), response_mask))
+    return pg_losses, loss_metrics(
+        ppo_kl, masked_mean((ratio != clipped_ratio).float(), response_mask)
+    )
 
 
 @policy_loss(default_agg_mode="seq-mean-token-mean")
@@ -326,7 +353,7 @@ def compute_policy_loss_geo_mean(
     clip_low: float = 0.2,
     clip_high: float = 0.2,
     rollout_log_probs: torch.Tensor | None = None,
-    tis_cap: float | None = None,
+    correction: OffPolicyCorrection | None = None,
     **_: Any,
 ) -> tuple[torch.Tensor, dict[str, Any]]:
     """GMPO (2507.20673): maximise the geometric mean of token ratios, clipped per token.
@@ -334,9 +361,10 @@ def compute_policy_loss_geo_mean(
     Per sequence ``L_i = -Abar_i exp(mean_t sgn(A) min(sgn(A) l_t, sgn(A) clip(l_t, -clip_low,
     clip_high)))`` with ``l_t = log r_t`` and ``Abar_i`` the mean token advantage. ``L_i`` is
     put on every token of sequence i, so ``seq-mean-token-mean`` gives verl's mean over
-    sequences (empty sequences excluded); other modes weight sequences by length. TIS
-    weights enter as their per-sequence geometric mean. The paper recommends a wider
-    clip (0.4) than PPO.
+    sequences (empty sequences excluded); other modes weight sequences by length. An
+    off-policy correction's token weights enter as their per-sequence geometric mean (so
+    one masked token masks its whole sequence). The paper recommends a wider clip (0.4)
+    than PPO.
     """
     _check_clip(clip_low, clip_high)
     _check_shapes(old_log_prob, log_prob, response_mask)
@@ -350,9 +378,9 @@ def compute_policy_loss_geo_mean(
     seq_adv = (advantages * mask).sum(dim=-1) / (lengths + 1e-8)  # [B]
     seq_losses = -seq_adv * seq_ratio
     metrics: dict[str, Any] = {}
-    if tis_cap is not None:
-        token_w = apply_tis(torch.ones_like(log_prob), old_log_prob, rollout_log_probs, response_mask,
-                            tis_cap, metrics)
+    if correction is not None:
+        token_w = apply_correction(torch.ones_like(log_prob), old_log_prob, rollout_log_probs,
+                                   response_mask, correction, metrics)
         seq_losses = seq_losses * torch.exp(
             (torch.log(token_w + 1e-10) * mask).sum(dim=-1) / (lengths + 1e-8)
         )

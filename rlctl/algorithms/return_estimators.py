@@ -22,7 +22,8 @@ def _check_same_shape(**tensors: torch.Tensor) -> None:
 
 
 def returns_to_go(token_level_rewards: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Undiscounted return-to-go ``G_t = sum_{s >= t} m_s r_s`` [B, T]; masked tokens add nothing."""
+    """Undiscounted return-to-go ``G_t = sum_{s >= t} m_s r_s`` [B, T]; masked tokens add
+    nothing."""
     return (token_level_rewards * mask).flip(dims=[-1]).cumsum(dim=-1).flip(dims=[-1])
 
 
@@ -35,14 +36,19 @@ def compute_gae_advantage(
     lam: float = 1.0,
     **_: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """GAE (1506.02438): ``delta_t = r_t + gamma V_{t+1} - V_t``, ``A_t = delta_t + gamma lam A_{t+1}``.
+    """GAE (1506.02438): ``delta_t = r_t + gamma V_{t+1} - V_t``, ``A_t = delta_t + gamma lam
+    A_{t+1}``.
 
     ``returns = A + V`` (before whitening); the advantages are then whitened over the
     batch's response tokens (Bessel-corrected), as verl does, and zeroed outside the mask.
     """
     if values is None:
-        raise ValueError("gae needs `values` from a critic: enable [critic] or pick another estimator")
-    _check_same_shape(token_level_rewards=token_level_rewards, response_mask=response_mask, values=values)
+        raise ValueError(
+            "gae needs `values` from a critic: enable [critic] or pick another estimator"
+        )
+    _check_same_shape(
+        token_level_rewards=token_level_rewards, response_mask=response_mask, values=values
+    )
     mask = response_mask.to(values.dtype)
     next_values = torch.zeros_like(values[:, 0])
     last_gae = torch.zeros_like(values[:, 0])

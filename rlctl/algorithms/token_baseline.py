@@ -83,7 +83,12 @@ def compute_optimal_token_baseline_advantage(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """OTB with trajectories aligned by absolute position; returns (advantages, returns)."""
     mask, returns, w_cum = _returns_and_path_weights(
-        "optimal_token_baseline", token_level_rewards, response_mask, old_log_probs, sum_pi_squared, rollout_is_weights
+        "optimal_token_baseline",
+        token_level_rewards,
+        response_mask,
+        old_log_probs,
+        sum_pi_squared,
+        rollout_is_weights,
     )
     groups = as_groups(index, returns.shape[0], returns.device)
     baselines = torch.zeros_like(returns)
@@ -113,7 +118,12 @@ def compute_tir_optimal_token_baseline_advantage(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Multi-turn OTB: baseline over valid-token positions; returns (advantages, returns)."""
     mask, returns, w_cum = _returns_and_path_weights(
-        "tir_optimal_token_baseline", token_level_rewards, response_mask, old_log_probs, sum_pi_squared, rollout_is_weights
+        "tir_optimal_token_baseline",
+        token_level_rewards,
+        response_mask,
+        old_log_probs,
+        sum_pi_squared,
+        rollout_is_weights,
     )
     valid = response_mask.bool()
     lengths = valid.sum(dim=-1)

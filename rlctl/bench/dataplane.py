@@ -229,7 +229,9 @@ def bench_readiness(backend: str, cfg: BenchConfig, peer) -> float:
             waiter = threading.Thread(target=wait)
             waiter.start()
             time.sleep(0.05)  # let sample() park in kv_watch first
-            put_done = ray.get(peer.put_terminal.remote(plane, f"{uid}_0_0", "train"), timeout=PEER_TIMEOUT_S)
+            put_done = ray.get(
+                peer.put_terminal.remote(plane, f"{uid}_0_0", "train"), timeout=PEER_TIMEOUT_S
+            )
             waiter.join(timeout=60)
             if "t" not in result:
                 raise RuntimeError("ReplayBuffer.sample did not return within 60 s of the last put")

@@ -15,7 +15,9 @@ from pydantic import ValidationError
 from rlctl.checkpoint.export_target import ExportTargetError, check_export_target
 
 
-def export_checkpoint(checkpoint: Path | str, out_dir: Path | str, *, overwrite: bool = False) -> Path:
+def export_checkpoint(
+    checkpoint: Path | str, out_dir: Path | str, *, overwrite: bool = False
+) -> Path:
     """Export ``checkpoint`` (a checkpoint, a ``checkpoints/`` folder or a run directory) to
     ``out_dir``; the output rules are :func:`check_export_target`'s."""
     from rlctl.checkpoint.manager import CheckpointError, resolve_checkpoint

@@ -21,7 +21,7 @@ from rlctl.checkpoint.manager import (
 )
 from rlctl.checkpoint.trainer_state import TRAINER_STATE_FILE, TrainerState
 
-_JSON_FILES = (TRAINER_STATE_FILE, "config.json", "rollout.json")
+_JSON_FILES = (TRAINER_STATE_FILE, "config.json", "rollout.json", "in_flight/samples.json")
 _INDEX_NAME = ".metadata"
 
 

@@ -63,10 +63,9 @@ def validate(
     if problems:
         say(format_problems(problems))
         raise typer.Exit(EXIT_USAGE)
-    from rlctl.algorithms.staleness import correction_note
+    from rlctl.algorithms.off_policy import correction_notes
 
-    note = correction_note(loaded)
-    if note:
+    for note in correction_notes(loaded):
         say(note)
     typer.echo(f"ok: {summary(loaded)}")
 

@@ -103,7 +103,9 @@ def migrate(
                               encoding="utf-8")
             say(f"wrote {report}")
     except OSError as exc:
-        fail(f"cannot write: {exc}", code=EXIT_USAGE, fix="choose a writable path for -o / --report")
+        fail(
+            f"cannot write: {exc}", code=EXIT_USAGE, fix="choose a writable path for -o / --report"
+        )
 
 
 def _summary(result) -> str:  # type: ignore[no-untyped-def]

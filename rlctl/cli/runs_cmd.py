@@ -22,7 +22,9 @@ def register_commands(cli: Any) -> None:
     @cli.command("export")
     def export(
         checkpoint: Path = typer.Argument(
-            ..., help="A checkpoint directory, a run's checkpoints/ directory or a run directory (latest)."
+            ...,
+            help="A checkpoint directory, a run's checkpoints/ directory or a run directory "
+                 "(latest).",
         ),
         output: Path = typer.Option(..., "--output", "-o", help="Directory for the HF model."),
         overwrite: bool = typer.Option(

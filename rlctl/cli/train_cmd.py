@@ -58,7 +58,9 @@ def train(
     ] = None,
     force_resume: Annotated[
         bool,
-        typer.Option("--force-resume", help="Resume even if the algorithm or model config changed."),
+        typer.Option(
+            "--force-resume", help="Resume even if the algorithm or model config changed."
+        ),
     ] = False,
 ) -> None:
     """Validate a recipe, then train.

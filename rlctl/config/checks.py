@@ -34,7 +34,7 @@ from rlctl.config.merge import DEFAULT_SOURCE
 from rlctl.config.plugin_options import check_selections, kind_words
 from rlctl.config.problems import ConfigError, ConfigProblem, dedupe
 from rlctl.config.recipe import Recipe
-from rlctl.config.reward_checks import sampling_and_reward_problems
+from rlctl.config.reward_checks import sampling_and_reward_problems, streaming_problems
 from rlctl.registry import Registry, get_registry
 
 IN_CODE = "in code"
@@ -87,6 +87,7 @@ def _plugin_checks(
     validated, problems = check_selections(recipe, registry)
     mp = model_parallel_size(validated.get("engines.train.options"))
     problems += cross_field_problems(recipe, registry, model_parallel=mp)
+    problems += streaming_problems(recipe, registry, validated)
     problems += hook_problems(recipe, registry)
     return validated, problems
 

@@ -9,7 +9,7 @@ load (checked without importing it, see :mod:`rlctl.registry_targets`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -50,6 +50,20 @@ class OptionsSpec:
         return self.options
 
 
+def options_or_validated(
+    validated: Mapping[str, BaseModel], registry: Registry, kind: str, name: str, path: str,
+    table: Mapping[str, Any],
+) -> BaseModel | None:
+    """The options at ``path`` as validated at load (``validated``: the loaded recipe's
+    :attr:`~rlctl.config.loaded.LoadedRecipe.plugin_options`); for a recipe built by hand
+    (not loaded), ``table`` validated by the model ``kind`` ``name`` registered. ``None``
+    where it registered none."""
+    if path in validated:
+        return validated[path]
+    model = registry.get(kind, name).options
+    return None if model is None else model.model_validate(dict(table))
+
+
 @dataclass(frozen=True)
 class Selection:
     """One registry name chosen by the recipe."""
@@ -83,6 +97,8 @@ def _names(obj: Any, parts: list[str], loc: Loc) -> Iterator[tuple[str, Loc]]:
     if not parts:
         if obj is not None:  # an optional name left out selects nothing
             yield obj, loc
+        return
+    if obj is None:  # an optional table left out ([rollout.environment]) selects nothing
         return
     key = parts[0].removesuffix("[]")
     value = getattr(obj, key)

@@ -15,8 +15,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PositiveFloat, PositiveInt
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    model_validator,
+)
 
+from rlctl.config.correction_checks import check_correction, check_tis_cap
 from rlctl.config.strict import LAX, STRICT_CONFIG
 
 
@@ -33,7 +42,9 @@ Options = dict[str, Any]
 def _non_empty_path(value: Any) -> Any:
     # pydantic turns "" into Path("."): `-s data.train=` would silently mean the current directory.
     if isinstance(value, str) and not value.strip():
-        raise ValueError("an empty path is not a path; give a file or directory (or remove the key)")
+        raise ValueError(
+            "an empty path is not a path; give a file or directory (or remove the key)"
+        )
     return value
 
 
@@ -83,9 +94,11 @@ class TinyModelSection(Section):
 
 class ModelSection(Section):
     path: str = "tiny"
-    """Policy weights: a local HF directory or hub id, or ``tiny`` for an offline random-init tiny Qwen3."""
+    """Policy weights: a local HF directory or hub id, or ``tiny`` for an offline random-init tiny
+    Qwen3."""
     tokenizer: str | None = None
-    """Tokenizer directory or id; defaults to ``path`` (``tiny`` builds a character tokenizer offline)."""
+    """Tokenizer directory or id; defaults to ``path`` (``tiny`` builds a character tokenizer
+    offline)."""
     dtype: Literal["float32", "bfloat16", "float16"] = "bfloat16"
     """Parameter dtype of the policy for training and rollout."""
     trust_remote_code: bool = False
@@ -125,7 +138,8 @@ class DataSection(Section):
     """
 
     train: FilePath | list[FilePath] | None = None
-    """Training prompts: a .parquet (verl layout) or .jsonl file, a HF datasets directory (save_to_disk), or a list of them (concatenated)."""
+    """Training prompts: a .parquet (verl layout) or .jsonl file, a HF datasets directory
+    (save_to_disk), or a list of them (concatenated)."""
     val: FilePath | list[FilePath] | None = None
     """Validation prompts, in the same formats as ``train``."""
     task: str | None = None
@@ -158,12 +172,15 @@ class LossSection(Section):
     """Upper clip of the importance ratio (1 + clip_high); 0.28 is DAPO's clip-higher."""
     clip_ratio_c: float | None = Field(3.0, gt=1)
     """Dual-clip bound for negative advantages; ``None`` disables dual-clip."""
-    agg: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = "token-mean"
+    agg: Literal[
+        "token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"
+    ] = "token-mean"
     """How per-token losses reduce to one number."""
     entropy_coef: float = Field(0.0, ge=0)
     """Weight of the entropy bonus."""
     tis_cap: float | None = Field(None, gt=0)
-    """Truncated importance sampling between rollout and training log-probs: cap, or ``None`` (off)."""
+    """Old spelling of ``[algorithm.correction] method = "truncated_is"``, ``cap = C``; still read
+    as that."""
     options: Options = {}
     """Extra options of the selected policy loss, validated by its option model."""
 
@@ -209,6 +226,29 @@ class StalenessSection(Section):
     """Registered staleness policy: ``on_policy`` (sync) or ``bounded`` (streaming)."""
     options: Options = {}
     """Options of the selected policy (``bounded``: ``max_staleness``, ``on_stale``, ...)."""
+
+
+class CorrectionSection(Section):
+    """Off-policy correction: weights on the policy loss of tokens the rollout engine's
+    weights (``pi_behav``) generated, against the weights training them (``pi_prox``, the
+    old-log-prob pass); docs/streaming.md gives the math of each method."""
+
+    method: Literal["auto", "none", "truncated_is", "masked_is", "decoupled_ppo"] = "auto"
+    """``auto``: ``none`` in sync training, ``decoupled_ppo`` (cap 5) when streaming."""
+    cap: float | None = Field(None, gt=0)
+    """``truncated_is``: weight cap (default 2); ``decoupled_ppo``: weights above it are masked out
+    (> 1, default 5)."""
+    low: float = Field(0.5, ge=0)
+    """``masked_is``: ratios below this are masked out."""
+    high: float = Field(2.0, gt=0)
+    """``masked_is``: ratios above this are masked out."""
+    level: Literal["token", "sequence"] = "token"
+    """``masked_is``: mask single tokens, or whole responses by their geometric-mean ratio."""
+
+    @model_validator(mode="after")
+    def _keys_fit_the_method(self) -> CorrectionSection:
+        check_correction(self)
+        return self
 
 
 class DynamicSamplingSection(Section):
@@ -270,6 +310,8 @@ class AlgorithmSection(Section):
     """Actor optimizer and learning-rate schedule."""
     staleness: StalenessSection = StalenessSection()
     """How old (in weight updates) a trained sample may be: the off-policy bound."""
+    correction: CorrectionSection = CorrectionSection()
+    """Off-policy correction of the policy loss (importance weights against the rollout)."""
     estimator_options: Options = {}
     """Extra options of the selected estimator, validated by its option model."""
     dynamic_sampling: DynamicSamplingSection = DynamicSamplingSection()
@@ -277,7 +319,27 @@ class AlgorithmSection(Section):
     overlong: OverlongSection = OverlongSection()
     """DAPO's overlong reward shaping and overlong filtering."""
     old_log_prob_pass: Literal["auto", "always"] = "auto"
-    """``auto``: skip the old log-prob forward when the update is provably on-policy and take them from the update's own forward (docs/trainer.md); ``always``: run it every step."""
+    """``auto``: skip the old log-prob forward when the update is provably on-policy and take them
+    from the update's own forward (docs/trainer.md); ``always``: run it every step."""
+
+    @model_validator(mode="after")
+    def _tis_cap_or_correction(self) -> AlgorithmSection:
+        check_tis_cap(self)
+        return self
+
+
+class ToolSection(Section):
+    name: str
+    """Registered tool."""
+    options: Options = {}
+    """Options of the tool, validated by its option model."""
+
+
+class EnvironmentSection(Section):
+    name: str
+    """Registered environment."""
+    options: Options = {}
+    """Options of the environment, validated by its option model."""
 
 
 class RolloutSection(Section):
@@ -291,6 +353,14 @@ class RolloutSection(Section):
     """Top-k sampling; 0 disables it."""
     agent_loop: str = "single_turn"
     """Registered agent loop that turns a prompt session into outputs."""
+    agent_loop_options: Options = {}
+    """Options of the agent loop (turn / token / time limits), validated by its option model."""
+    tools: list[ToolSection] = []
+    """Tools offered to the model by the ``tool`` agent loop (``[[rollout.tools]]``)."""
+    tool_parser: str | None = None
+    """Registered tool-call parser of the ``tool`` loop; ``None`` = ``hermes``."""
+    environment: EnvironmentSection | None = None
+    """The environment the ``env`` agent loop steps (``[rollout.environment]``)."""
     val_temperature: float = Field(0.0, ge=0)
     """Sampling temperature for validation."""
     val_group_size: PositiveInt = 1
@@ -385,7 +455,8 @@ class ScheduleSection(Section):
     keep_last: PositiveInt = 3
     """Checkpoints kept on disk."""
     sample_timeout_s: PositiveFloat = 600.0
-    """Seconds a step waits for its rollouts before it fails with the missing uids."""
+    """Seconds one rollout session may run (then it fails, naming its uid); a wait for a step's
+    samples gives up 5 s later, naming the missing uids."""
     phase_timeout_s: float = Field(600.0, gt=0, allow_inf_nan=False)
     """Seconds one worker call may take (a phase: log-probs, advantages, an update, the weight
     sync, a checkpoint, the HF export); a rank that has not answered by then fails the run,

@@ -143,9 +143,11 @@ def _option_tables() -> Iterator[tuple[str, str, str, str]]:
         if kind.options is None:
             continue
         *section, field = kind.select.split(".")
+        table = ".".join(p.removesuffix("[]") for p in section)
+        if any(p.endswith("[]") for p in section):  # an array of tables: [[rollout.tools]]
+            table = f"[{table}]"
         yield (kind.name, kind.options.replace("[]", "").replace("{name}", "NAME"),
-               ".".join(f"[{p[:-2]}]" if p.endswith("[]") else p for p in section),
-               field.removesuffix("[]"))
+               table, field.removesuffix("[]"))
 
 
 def render_reference(registry: Registry) -> str:

@@ -1,5 +1,6 @@
 """Cross-field checks of DAPO's settings (``[algorithm.dynamic_sampling]``,
-``[algorithm.overlong]``) and of model rewards, run by :func:`rlctl.config.checks.load_recipe`.
+``[algorithm.overlong]``), of model rewards and of what streaming does not run with, run by
+:func:`rlctl.config.checks.load_recipe`.
 
 Each problem names the TOML key, what is wrong and how to fix it, before any worker starts.
 """
@@ -84,4 +85,35 @@ def _model_rewards(recipe: Recipe, registry: Registry) -> list[ConfigProblem]:
                 f"rewards[{i}].name", f'"{reward.name}" is listed twice; its scores would be '
                 f"logged as one (reward/{reward.name})", "list each model reward or judge once"))
         seen.add(reward.name)
+    return out
+
+
+def streaming_problems(recipe: Recipe, registry: Registry,
+                       validated: dict[str, object]) -> list[ConfigProblem]:
+    """What the streaming scheduler does not run: it dispatches whole steps ahead, so it
+    neither draws again for dynamic sampling nor calls the reward-model workers."""
+    name = recipe.algorithm.staleness.policy
+    reg = registry.find("staleness_policy", name)
+    if reg is None:
+        return []  # reported by check_selections
+    try:
+        policy = reg.load()(validated.get("algorithm.staleness.options"))
+    except Exception:  # noqa: BLE001 - a policy that cannot be built is reported elsewhere
+        return []
+    if not getattr(policy, "streaming", False):
+        return []
+    mode = f"algorithm.staleness.policy = {name!r} streams (dispatches steps ahead)"
+    out: list[ConfigProblem] = []
+    if recipe.algorithm.dynamic_sampling.enabled:
+        out.append(ConfigProblem(
+            "algorithm.dynamic_sampling.enabled", f"dynamic sampling runs only in sync "
+            f"training, but {mode}", 'set enabled = false, or [algorithm.staleness] policy = '
+            '"on_policy"'))
+    for i, reward in enumerate(recipe.rewards):
+        found = registry.find("reward_function", reward.name)
+        if found is not None and found.metadata.get("kind", "function") == "model":
+            out.append(ConfigProblem(
+                f"rewards[{i}].name", f'"{reward.name}" is a reward model, which scores only '
+                f"in sync training, but {mode}", 'use rule rewards or judges, or [algorithm.'
+                'staleness] policy = "on_policy"'))
     return out

@@ -41,7 +41,12 @@ class BlockDataPlane(AsyncTwinsMixin, ABC):
 
     @abstractmethod
     def _read(
-        self, partition_id: str, keys: list[str], fields: list[str], layout: Layout, pad_value: float
+        self,
+        partition_id: str,
+        keys: list[str],
+        fields: list[str],
+        layout: Layout,
+        pad_value: float,
     ) -> TensorDict:
         """The rows of ``keys``, batch ``[B]`` (see the module docstring)."""
 

@@ -63,7 +63,12 @@ class MemoryDataPlane(BlockDataPlane):
 
     # ------------------------------------------------------------------ reads
     def _read(
-        self, partition_id: str, keys: list[str], fields: list[str], layout: Layout, pad_value: float
+        self,
+        partition_id: str,
+        keys: list[str],
+        fields: list[str],
+        layout: Layout,
+        pad_value: float,
     ) -> TensorDict:
         with self._cond:
             self._check_open()  # again under the lock: a close may have raced the base's check

@@ -196,7 +196,8 @@ class IndexActorClient:
         return call(ref, self.options.call_timeout_s, what, raw=True)
 
     def _index_put(self, partition_id: str, keys: list[str], tags, box, names: list[str]) -> None:
-        """Register ``keys``' fields ``names`` (block handle in ``box``) and a copy of their tags."""
+        """Register ``keys``' fields ``names`` (block handle in ``box``) and a copy of their
+        tags."""
         tags = None if tags is None else [dict(t) for t in tags]
         self._index_call("put", partition_id, keys, tags, box, names)
 

@@ -81,7 +81,12 @@ class RayDataPlane(IndexActorClient, BlockDataPlane):
 
     # ------------------------------------------------------------------ reads
     def _read(
-        self, partition_id: str, keys: list[str], fields: list[str], layout: Layout, pad_value: float
+        self,
+        partition_id: str,
+        keys: list[str],
+        fields: list[str],
+        layout: Layout,
+        pad_value: float,
     ) -> TensorDict:
         boxed, locs = self._index_call("locate", partition_id, keys, fields, what="get")
         # Each handle is an ObjectRef, or an inline block the index actor held (plain tuples).

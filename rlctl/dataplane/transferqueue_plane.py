@@ -166,7 +166,12 @@ class TransferQueueDataPlane(IndexActorClient, BlockDataPlane):
 
     # ------------------------------------------------------------------ reads
     def _read(
-        self, partition_id: str, keys: list[str], fields: list[str], layout: Layout, pad_value: float
+        self,
+        partition_id: str,
+        keys: list[str],
+        fields: list[str],
+        layout: Layout,
+        pad_value: float,
     ) -> TensorDict:
         if layout not in ("jagged", "padded"):
             raise ValueError(f"layout must be 'jagged' or 'padded', got {layout!r}")

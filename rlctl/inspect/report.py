@@ -135,7 +135,9 @@ def build_report(
         except RunNotFoundError:
             raise
         except OSError as exc:
-            warnings.append(f"{run_dir}: cannot read {METRICS_FILE} ({exc.strerror or exc}): left out")
+            warnings.append(
+                f"{run_dir}: cannot read {METRICS_FILE} ({exc.strerror or exc}): left out"
+            )
     if not runs:
         raise RunNotFoundError("no run could be read: " + "; ".join(warnings))
     labels = run_labels([r.run_dir for r in runs])

@@ -17,7 +17,8 @@ class GdpoOptions(_Options):
     """Options of ``gdpo`` (``[algorithm.estimator_options]``)."""
 
     reward_keys: Annotated[tuple[str, ...], LAX] = ()
-    """Reward components normalised separately (keys of the reward functions' dict outputs); empty: the summed reward only."""
+    """Reward components normalised separately (keys of the reward functions' dict outputs); empty:
+    the summed reward only."""
     reward_weights: Annotated[tuple[float, ...], LAX] | None = None
     """Weight of each component in ``reward_keys`` order; ``None`` weighs all 1."""
 

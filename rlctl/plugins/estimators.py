@@ -19,7 +19,7 @@ _OTB = "rlctl.algorithms.token_baseline"
 
 
 @hookimpl
-def register_advantage_estimators(register) -> None:  # pluggy callback
+def register_advantage_estimators(register) -> None:
     # Imported on use: the registry imports this module for `rlctl --help` (no pydantic).
     from rlctl.plugins.estimator_options import (
         GdpoOptions,
@@ -33,10 +33,13 @@ def register_advantage_estimators(register) -> None:  # pluggy callback
         register(name, f"{_MOD}:{attr}", group_based=True, **metadata)
 
     register(
-        "gae", f"{_RET}:compute_gae_advantage",
+        "gae",
+        f"{_RET}:compute_gae_advantage",
         description="Generalized advantage estimation with a critic (PPO)",
-        requires=frozenset({"values"}), group_based=False,
-        paper="High-Dimensional Continuous Control Using Generalized Advantage Estimation, arXiv:1506.02438",
+        requires=frozenset({"values"}),
+        group_based=False,
+        paper="High-Dimensional Continuous Control Using Generalized Advantage Estimation, "
+              "arXiv:1506.02438",
     )
     group_relative(
         "grpo", "compute_grpo_advantage",
@@ -44,10 +47,12 @@ def register_advantage_estimators(register) -> None:  # pluggy callback
         paper="DeepSeekMath (GRPO), arXiv:2402.03300",
     )
     group_relative(
-        "dr_grpo", "compute_dr_grpo_advantage",
+        "dr_grpo",
+        "compute_dr_grpo_advantage",
         description="GRPO without std normalisation; pair with seq-mean-token-sum-norm",
         recommended_loss_agg="seq-mean-token-sum-norm",
-        paper="Understanding R1-Zero-Like Training: A Critical Perspective (Dr. GRPO), arXiv:2503.20783",
+        paper="Understanding R1-Zero-Like Training: A Critical Perspective (Dr. GRPO), "
+              "arXiv:2503.20783",
     )
     group_relative(
         "grpo_passk", "compute_grpo_passk_advantage",
@@ -77,9 +82,11 @@ def register_advantage_estimators(register) -> None:  # pluggy callback
         paper="ReMax, arXiv:2310.10505",
     )
     group_relative(
-        "rloo", "compute_rloo_advantage",
+        "rloo",
+        "compute_rloo_advantage",
         description="Leave-one-out baseline: mean reward of the other samples of the group",
-        paper="Back to Basics: Revisiting REINFORCE Style Optimization for Learning from Human Feedback in LLMs (RLOO), arXiv:2402.14740",
+        paper="Back to Basics: Revisiting REINFORCE Style Optimization for Learning from Human "
+              "Feedback in LLMs (RLOO), arXiv:2402.14740",
     )
     group_relative(
         "opo", "compute_opo_advantage",
@@ -87,9 +94,12 @@ def register_advantage_estimators(register) -> None:  # pluggy callback
         paper="On-Policy RL with Optimal Reward Baseline (OPO), arXiv:2505.23585",
     )
     group_relative(
-        "gpg", "compute_gpg_advantage", options=GpgOptions,
+        "gpg",
+        "compute_gpg_advantage",
+        options=GpgOptions,
         description="Group-centred reward scaled by B / #non-zero rewards",
-        paper="GPG: A Simple and Strong Reinforcement Learning Baseline for Model Reasoning, arXiv:2504.02546",
+        paper="GPG: A Simple and Strong Reinforcement Learning Baseline for Model Reasoning, "
+              "arXiv:2504.02546",
     )
     # The two OTB variants differ only in how they align trajectories (by position or by
     # valid token); everything they need and declare is the same.

@@ -29,7 +29,8 @@ def register_model_engines(register) -> None:  # type: ignore[no-untyped-def]
         "megatron",
         "rlctl.engines.train.megatron.engine:MegatronEngine",
         options=MegatronOptions,
-        description="Megatron-core TP/PP/DP (pip install megatron-core==0.16.1); actor, ref, critic",
+        description="Megatron-core TP/PP/DP (pip install megatron-core==0.16.1); actor, ref, "
+                    "critic",
     )
 
 

@@ -1,9 +1,10 @@
 """Built-in policy losses (``[algorithm.loss] policy_loss = NAME``).
 
 Targets are lazy ``module:attr`` strings: importing this module never imports torch.
-Every loss takes ``clip_low`` / ``clip_high`` / ``clip_ratio_c`` / ``tis_cap`` from
-``[algorithm.loss]`` (ignoring those it does not use) and its own options from
-``[algorithm.loss.options]``. Metadata: ``paper``; ``recommended_loss_agg`` where the
+Every loss takes ``clip_low`` / ``clip_high`` / ``clip_ratio_c`` from ``[algorithm.loss]``
+(ignoring those it does not use), the off-policy ``correction`` of ``[algorithm.correction]``
+and its own options from ``[algorithm.loss.options]``. Metadata: ``paper``; ``recommended_loss_agg``
+where the
 method is defined with a specific aggregation (verl forces it; rlctl honours the recipe).
 """
 
@@ -16,7 +17,7 @@ _COV = "rlctl.algorithms.covariance_losses"
 
 
 @hookimpl
-def register_policy_losses(register) -> None:  # pluggy callback
+def register_policy_losses(register) -> None:
     # Imported on use: the registry imports this module for `rlctl --help` (no pydantic).
     from rlctl.plugins.policy_loss_options import ClipCovOptions, KlCovOptions, SapoOptions
 
@@ -32,8 +33,10 @@ def register_policy_losses(register) -> None:  # pluggy callback
         paper="Group Sequence Policy Optimization, arXiv:2507.18071",
     )
     register(
-        "cispo", f"{_PG}:compute_policy_loss_cispo",
-        description="Clipped, stop-gradient IS weight times A log pi (every token keeps a gradient)",
+        "cispo",
+        f"{_PG}:compute_policy_loss_cispo",
+        description="Clipped, stop-gradient IS weight times A log pi (every token keeps a "
+                    "gradient)",
         paper="MiniMax-M1 (CISPO), arXiv:2506.13585",
     )
     register(
@@ -53,9 +56,11 @@ def register_policy_losses(register) -> None:  # pluggy callback
         paper="The Entropy Mechanism of RL for Reasoning LMs, arXiv:2505.22617",
     )
     register(
-        "gpg", f"{_PG}:compute_policy_loss_gpg",
+        "gpg",
+        f"{_PG}:compute_policy_loss_gpg",
         description="Plain policy gradient -A log pi (no ratio, no clip)",
-        paper="GPG: A Simple and Strong Reinforcement Learning Baseline for Model Reasoning, arXiv:2504.02546",
+        paper="GPG: A Simple and Strong Reinforcement Learning Baseline for Model Reasoning, "
+              "arXiv:2504.02546",
     )
     register(
         "geo_mean", f"{_PG}:compute_policy_loss_geo_mean",

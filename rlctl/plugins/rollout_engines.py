@@ -1,4 +1,5 @@
-"""Built-in rollout engines: ``hf`` (transformers generate), ``vllm`` and ``sglang`` (server mode)."""
+"""Built-in rollout engines: ``hf`` (transformers generate), ``vllm`` and ``sglang`` (server
+mode)."""
 
 from __future__ import annotations
 

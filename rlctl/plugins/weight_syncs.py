@@ -34,6 +34,7 @@ def register_weight_syncs(register) -> None:  # type: ignore[no-untyped-def]
         "sglang",
         "rlctl.engines.rollout.sglang.weight_sync:SGLangWeightSync",
         options=SGLangWeightSyncOptions,
-        description="SGLang /update_weights_from_tensor | _distributed | _disk inside begin/end_weight_update",
+        description="SGLang /update_weights_from_tensor | _distributed | _disk inside "
+                    "begin/end_weight_update",
         engines=("sglang",),
     )

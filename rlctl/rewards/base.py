@@ -64,7 +64,7 @@ class RewardInput:
     ) -> RewardInput:
         """Decode a sample; the completion is cut at the first eos."""
         ids = [int(t) for t in response_ids]
-        eos = set(int(e) for e in eos_token_ids)
+        eos = {int(e) for e in eos_token_ids}
         cut = next((i for i, t in enumerate(ids) if t in eos), None)
         completion = ids if cut is None else ids[:cut]
         return cls(

@@ -34,10 +34,15 @@ class Prompt:
     """Chat-message prompt."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Other columns of the row (index, split...), passed through untouched."""
+    n: int | None = None
+    """Sessions to sample for this prompt; ``None`` = the recipe's group size (a task may
+    ask for more on hard prompts; the ``choose_group_size`` hook overrides both)."""
 
     def __post_init__(self) -> None:
         if (self.text is None) == (self.messages is None):
             raise ValueError("a Prompt needs exactly one of text= and messages=")
+        if self.n is not None and (not isinstance(self.n, int) or self.n < 1):
+            raise ValueError(f"a Prompt's n must be a positive int or None, got {self.n!r}")
 
 
 @runtime_checkable
@@ -66,18 +71,21 @@ def tokenize_prompt(
     *,
     apply_chat_template: bool = True,
     max_prompt_tokens: int | None = None,
+    tools: list[dict[str, Any]] | None = None,
 ) -> list[int]:
     """Token ids of ``prompt`` for generation.
 
     Chat messages use the tokenizer's chat template (with the generation prompt) when it
     has one and ``apply_chat_template`` is on; otherwise the message contents are joined
-    with newlines and tokenised as text. A prompt longer than ``max_prompt_tokens`` is an
-    error, never silently truncated.
+    with newlines and tokenised as text. ``tools`` (OpenAI function schemas) are rendered by
+    the chat template, so a tool-using model reads their descriptions. A prompt longer than
+    ``max_prompt_tokens`` is an error, never silently truncated.
     """
     has_template = bool(getattr(tokenizer, "chat_template", None))
     if prompt.messages is not None and apply_chat_template and has_template:
+        kwargs = {"tools": tools} if tools else {}
         ids = tokenizer.apply_chat_template(
-            prompt.messages, add_generation_prompt=True, tokenize=True, return_dict=False
+            prompt.messages, add_generation_prompt=True, tokenize=True, return_dict=False, **kwargs
         )
         if isinstance(ids, dict) or hasattr(ids, "keys"):  # some versions return a BatchEncoding
             ids = ids["input_ids"]

@@ -43,8 +43,10 @@ def _read_jsonl(path: Path, what: str) -> Rows:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise ValueError(f"{what}: {path} line {number} is not JSON ({exc.msg}, "
-                                 f"column {exc.colno}); each line must be one JSON object") from None
+                raise ValueError(
+                    f"{what}: {path} line {number} is not JSON ({exc.msg}, "
+                    f"column {exc.colno}); each line must be one JSON object"
+                ) from None
             if not isinstance(row, dict):
                 raise ValueError(f"{what}: {path} line {number} is a JSON "  # noqa: TRY004 -- bad data
                                  f"{type(row).__name__}, not an object with one key per column")

@@ -57,12 +57,15 @@ def greedy(engine: Any, prompts: list[list[int]] = PARITY_PROMPTS, n: int = 12) 
     return engine.generate_batch(prompts, max_new_tokens=n, temperature=0.0, seed=0)
 
 
-def trainer_log_probs(hf: Any, prompt: list[int], tokens: list[int], temperature: float) -> torch.Tensor:
+def trainer_log_probs(
+    hf: Any, prompt: list[int], tokens: list[int], temperature: float
+) -> torch.Tensor:
     """The trainer's ``log_softmax(logits / T)`` of ``tokens`` after ``prompt``: ``[R]``."""
     from rlctl.engines.train.log_probs import token_log_probs
 
     with torch.no_grad():
-        logits = hf.model(torch.tensor(prompt + tokens)[None]).logits[:, len(prompt) - 1 : -1]  # [1, R, V]
+        # [1, R, V]
+        logits = hf.model(torch.tensor(prompt + tokens)[None]).logits[:, len(prompt) - 1 : -1]
         want, _ = token_log_probs(logits, torch.tensor(tokens)[None], temperature, False)
     return want[0]
 
@@ -80,7 +83,8 @@ class RolloutEngineParity:
     def test_greedy_tokens_equal_hf_and_log_probs_agree(self, engine, hf):
         ours, theirs = greedy(engine), greedy(hf)
         assert [g.token_ids for g in ours] == [g.token_ids for g in theirs]
-        assert len({t for g in ours for t in g.token_ids}) > 3  # a sharp model: not one token repeated
+        # a sharp model: not one token repeated
+        assert len({t for g in ours for t in g.token_ids}) > 3
         diff = max(abs(a - b) for g, h in zip(ours, theirs, strict=True)
                    for a, b in zip(g.log_probs, h.log_probs, strict=True))
         print(f"\ngreedy log-prob max |{type(engine).__name__} - hf| = {diff:.2e}")
@@ -89,11 +93,17 @@ class RolloutEngineParity:
 
     @pytest.mark.parametrize("temperature", [1.0, 0.7])
     def test_sampled_log_probs_equal_the_trainers(self, engine, hf, temperature):
-        # The importance ratio in the loss compares these with the trainer's log_softmax(logits / T).
-        gens = engine.generate_batch(PARITY_PROMPTS, max_new_tokens=8, temperature=temperature, seed=11)
+        # The importance ratio in the loss compares these with the trainer's log_softmax(logits /
+        # T).
+        gens = engine.generate_batch(
+            PARITY_PROMPTS, max_new_tokens=8, temperature=temperature, seed=11
+        )
         worst = 0.0
         for prompt, g in zip(PARITY_PROMPTS, gens, strict=True):
             want = trainer_log_probs(hf, prompt, g.token_ids, temperature)
             worst = max(worst, float((torch.tensor(g.log_probs) - want).abs().max()))
-        print(f"\nT={temperature}: sampled log-prob max |{type(engine).__name__} - trainer| = {worst:.2e}")
+        print(
+            f"\nT={temperature}: sampled log-prob max |{type(engine).__name__} - trainer| = "
+            f"{worst:.2e}"
+        )
         assert worst < self.log_prob_atol

@@ -28,7 +28,12 @@ SERVER_TINY_SHAPE: dict[str, int] = {
 
 # Prompts of different lengths (token ids of the 32-token tiny vocabulary, <bos> = 1).
 PARITY_PROMPTS: list[list[int]] = [
-    [1, 5, 6, 7, 14], [1, 9, 14], [1, 4, 4, 4, 4, 4, 14], [1, 20, 21, 22], [1, 30], [1, 8, 7, 6, 5, 4, 3],
+    [1, 5, 6, 7, 14],
+    [1, 9, 14],
+    [1, 4, 4, 4, 4, 4, 14],
+    [1, 20, 21, 22],
+    [1, 30],
+    [1, 8, 7, 6, 5, 4, 3],
 ]
 
 
@@ -57,7 +62,8 @@ def server_tiny_recipe(
 
 
 def sharpened_state(seed: int, std: float = 0.15) -> dict[str, torch.Tensor]:
-    """Weights of the server tiny model, matrices redrawn with ``std`` (see the module docstring)."""
+    """Weights of the server tiny model, matrices redrawn with ``std`` (see the module
+    docstring)."""
     import torch
 
     from rlctl.models.loading import load_causal_lm

@@ -37,7 +37,9 @@ def merge(partials: Iterable[Mapping[str, Partial]]) -> dict[str, Partial]:
     return out
 
 
-def finalize(merged: Mapping[str, Partial], *, with_extremes: Iterable[str] = ()) -> dict[str, float]:
+def finalize(
+    merged: Mapping[str, Partial], *, with_extremes: Iterable[str] = ()
+) -> dict[str, float]:
     """``name`` -> mean; names listed in ``with_extremes`` get ``/mean``, ``/max``, ``/min``."""
     extremes = set(with_extremes)
     out: dict[str, float] = {}

@@ -51,7 +51,9 @@ def test_agg_loss_hand_computed(mode, expected):
 
 
 def test_seq_mean_token_sum_norm_divides_by_the_given_horizon():
-    assert float(agg_loss(LOSS, MASK, "seq-mean-token-sum-norm", horizon=5)) == pytest.approx(15 / 10)
+    assert float(agg_loss(LOSS, MASK, "seq-mean-token-sum-norm", horizon=5)) == pytest.approx(
+        15 / 10
+    )
 
 
 def test_empty_sequences_do_not_count_and_garbage_is_ignored():

@@ -49,7 +49,9 @@ def _batch() -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _assert_close(actual: torch.Tensor, expected: list) -> None:
-    torch.testing.assert_close(actual, torch.tensor(expected, dtype=actual.dtype), atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(
+        actual, torch.tensor(expected, dtype=actual.dtype), atol=1e-6, rtol=1e-6
+    )
 
 
 def _per_sample(adv: torch.Tensor, mask: torch.Tensor) -> list[float]:
@@ -84,7 +86,9 @@ def test_grpo_advantages_have_zero_mean_per_group():
     rewards, mask = _batch()
     adv = _per_sample(compute_grpo_advantage(rewards, mask, INDEX)[0], mask)
     for group in ("a", "b"):
-        assert sum(a for a, g in zip(adv, INDEX, strict=True) if g == group) == pytest.approx(0, abs=1e-6)
+        assert sum(a for a, g in zip(adv, INDEX, strict=True) if g == group) == pytest.approx(
+            0, abs=1e-6
+        )
 
 
 def test_grpo_accepts_integer_ids_as_a_list_and_as_a_tensor():
@@ -124,7 +128,9 @@ def test_rloo_hand_computed_and_baseline_excludes_the_sample():
     adv = _per_sample(compute_rloo_advantage(rewards, mask, INDEX)[0], mask)
     assert adv == pytest.approx([0.5, -2.0, -1.0, 5.0, 2.0, 0.5])
     for i, g in enumerate(INDEX):
-        others = [s for j, (s, h) in enumerate(zip(SCORES, INDEX, strict=True)) if h == g and j != i]
+        others = [
+            s for j, (s, h) in enumerate(zip(SCORES, INDEX, strict=True)) if h == g and j != i
+        ]
         if others:
             assert adv[i] == pytest.approx(SCORES[i] - statistics.mean(others))
 
@@ -170,7 +176,9 @@ def test_gdpo_normalises_each_component_then_whitens():
         )[0],
         mask,
     )
-    g_fmt = _per_sample(compute_grpo_advantage(fmt.unsqueeze(-1) * torch.eye(3)[0], mask, INDEX)[0], mask)
+    g_fmt = _per_sample(
+        compute_grpo_advantage(fmt.unsqueeze(-1) * torch.eye(3)[0], mask, INDEX)[0], mask
+    )
     g_acc = _per_sample(compute_grpo_advantage(acc, mask, INDEX)[0], mask)
     summed = [0.5 * f + a for f, a in zip(g_fmt, g_acc, strict=True)]
     tokens = [s for s, n in zip(summed, LENGTHS, strict=True) for _ in range(n)]
@@ -180,8 +188,12 @@ def test_gdpo_normalises_each_component_then_whitens():
 
 def test_gdpo_names_a_missing_reward_key():
     rewards, mask = _batch()
-    with pytest.raises(ValueError, match=r"\['length'\] are not among the reward components \['acc'\]"):
-        compute_gdpo_advantage(rewards, mask, INDEX, reward_components={"acc": rewards}, reward_keys=("length",))
+    with pytest.raises(
+        ValueError, match=r"\['length'\] are not among the reward components \['acc'\]"
+    ):
+        compute_gdpo_advantage(
+            rewards, mask, INDEX, reward_components={"acc": rewards}, reward_keys=("length",)
+        )
 
 
 def test_gae_two_tokens_hand_computed():
@@ -218,7 +230,8 @@ def test_reinforce_plus_plus_discounts_and_carries_across_observation_tokens():
     rewards = torch.tensor([[1.0, 0.0, 2.0], [0.0, 3.0, 4.0]])
     mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 1.0]])
     adv, returns = compute_reinforce_plus_plus_advantage(rewards, mask, gamma=0.5)
-    # row 0: 2; 0 + 0.5*2 = 1; 1 + 0.5*1 = 1.5. row 1: 4; masked (carry 4, reward dropped); 0.5*4 = 2.
+    # row 0: 2; 0 + 0.5*2 = 1; 1 + 0.5*1 = 1.5. row 1: 4; masked (carry 4, reward dropped); 0.5*4 =
+    # 2.
     _assert_close(returns, [[1.5, 1.0, 2.0], [2.0, 0.0, 4.0]])
     assert adv[mask.bool()].tolist() == pytest.approx(_whiten([1.5, 1.0, 2.0, 2.0, 4.0]), rel=1e-5)
     assert float(adv[1, 1]) == 0.0

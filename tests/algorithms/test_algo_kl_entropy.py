@@ -94,7 +94,9 @@ def test_kl_loss_term_aggregates_with_gradient():
 def test_entropy_and_sum_pi_squared_from_logits():
     logits = torch.tensor([[[0.0, 0.0, 0.0, 0.0], [0.0, math.log(3), -1e4, -1e4]]])  # [1, 2, 4]
     h = entropy_from_logits(logits)
-    assert h.tolist()[0] == pytest.approx([math.log(4), -(0.25 * math.log(0.25) + 0.75 * math.log(0.75))])
+    assert h.tolist()[0] == pytest.approx(
+        [math.log(4), -(0.25 * math.log(0.25) + 0.75 * math.log(0.75))]
+    )
     assert sum_pi_squared_from_logits(logits).tolist()[0] == pytest.approx([0.25, 0.625])
     huge = logits + 1e4  # shift invariance: no overflow, no cancellation
     assert torch.allclose(entropy_from_logits(huge), h, atol=1e-5)
@@ -104,7 +106,9 @@ def test_entropy_and_sum_pi_squared_from_logits():
 
 def test_chunked_statistics_equal_unchunked():
     logits = torch.randn(3, 5, 11)
-    torch.testing.assert_close(entropy_from_logits(logits, chunk_size=4), entropy_from_logits(logits))
+    torch.testing.assert_close(
+        entropy_from_logits(logits, chunk_size=4), entropy_from_logits(logits)
+    )
     torch.testing.assert_close(
         sum_pi_squared_from_logits(logits, chunk_size=4), sum_pi_squared_from_logits(logits)
     )
@@ -114,14 +118,18 @@ def test_entropy_bonus_is_minus_coef_times_aggregated_entropy():
     entropy = torch.tensor([[1.0, 3.0], [2.0, 9.0]], requires_grad=True)
     mask = torch.tensor([[1.0, 1.0], [1.0, 0.0]])
     term, metrics = entropy_bonus(entropy, mask, coef=0.01, loss_agg_mode="token-mean")
-    assert float(term.detach()) == pytest.approx(-0.01 * 2.0) and metrics["entropy"] == pytest.approx(2.0)
+    assert float(term.detach()) == pytest.approx(-0.01 * 2.0) and metrics[
+        "entropy"
+    ] == pytest.approx(2.0)
 
 
 def test_value_loss_clipped_hand_computed():
     vpreds = torch.tensor([[1.0, 2.0]])
     values = torch.tensor([[0.5, 0.5]])
     returns = torch.tensor([[1.5, 0.0]])
-    loss, metrics = compute_value_loss(vpreds, returns, values, torch.ones(1, 2), cliprange_value=0.2)
+    loss, metrics = compute_value_loss(
+        vpreds, returns, values, torch.ones(1, 2), cliprange_value=0.2
+    )
     # token 0: max(0.25, (0.7 - 1.5)^2 = 0.64); token 1: max(4, 0.49). 0.5 * mean.
     assert float(loss) == pytest.approx(0.5 * (0.64 + 4.0) / 2)
     assert metrics["vf_clipfrac"] == 0.5

@@ -11,7 +11,10 @@ import pytest
 import torch
 
 from rlctl.algorithms.aggregation import LOSS_AGG_MODES, loss_normalizer
-from rlctl.algorithms.covariance_losses import compute_policy_loss_clip_cov, compute_policy_loss_kl_cov
+from rlctl.algorithms.covariance_losses import (
+    compute_policy_loss_clip_cov,
+    compute_policy_loss_kl_cov,
+)
 from rlctl.algorithms.policy_losses import (
     compute_policy_loss_cispo,
     compute_policy_loss_geo_mean,
@@ -33,7 +36,8 @@ def _tokens(ratios, advantages, mask=None):
     return old, log_prob, adv, m
 
 
-# (A, r) = (1, 1.5) clipped above; (1, 0.5) unclipped; (-1, 0.5) clipped below; (-1, 4) dual-clipped;
+# (A, r) = (1, 1.5) clipped above; (1, 0.5) unclipped; (-1, 0.5) clipped below; (-1, 4)
+# dual-clipped;
 # the fifth token is padding with a wild ratio that must not count.
 RATIOS = [1.5, 0.5, 0.5, 4.0, 50.0]
 ADVS = [1.0, 1.0, -1.0, -1.0, 9.0]
@@ -43,7 +47,14 @@ PAD = [1, 1, 1, 1, 0]
 def test_vanilla_ppo_clip_with_dual_clip_hand_computed():
     old, lp, adv, mask = _tokens(RATIOS, ADVS, PAD)
     loss, metrics = compute_policy_loss_vanilla(
-        old, lp, adv, mask, loss_agg_mode="token-mean", clip_low=0.2, clip_high=0.2, clip_ratio_c=3.0
+        old,
+        lp,
+        adv,
+        mask,
+        loss_agg_mode="token-mean",
+        clip_low=0.2,
+        clip_high=0.2,
+        clip_ratio_c=3.0,
     )
     # per token: max(-1.5, -1.2) = -1.2; -0.5; max(0.5, 0.8) = 0.8; min(3, max(4, 1.2)) = 3
     assert loss.item() == pytest.approx((-1.2 - 0.5 + 0.8 + 3.0) / 4)
@@ -58,11 +69,25 @@ def test_vanilla_ppo_clip_with_dual_clip_hand_computed():
 def test_vanilla_clip_higher_and_no_dual_clip():
     old, lp, adv, mask = _tokens(RATIOS, ADVS, PAD)
     higher, _ = compute_policy_loss_vanilla(
-        old, lp, adv, mask, loss_agg_mode="token-mean", clip_low=0.2, clip_high=0.6, clip_ratio_c=3.0
+        old,
+        lp,
+        adv,
+        mask,
+        loss_agg_mode="token-mean",
+        clip_low=0.2,
+        clip_high=0.6,
+        clip_ratio_c=3.0,
     )
     assert higher.item() == pytest.approx((-1.5 - 0.5 + 0.8 + 3.0) / 4)
     no_dual, metrics = compute_policy_loss_vanilla(
-        old, lp, adv, mask, loss_agg_mode="token-mean", clip_low=0.2, clip_high=0.2, clip_ratio_c=None
+        old,
+        lp,
+        adv,
+        mask,
+        loss_agg_mode="token-mean",
+        clip_low=0.2,
+        clip_high=0.2,
+        clip_ratio_c=None,
     )
     assert no_dual.item() == pytest.approx((-1.2 - 0.5 + 0.8 + 4.0) / 4)
     assert metrics["pg_clipfrac_lower"] == 0.0
@@ -71,7 +96,9 @@ def test_vanilla_clip_higher_and_no_dual_clip():
 def test_vanilla_rejects_a_dual_clip_bound_not_above_one():
     old, lp, adv, mask = _tokens(RATIOS, ADVS, PAD)
     with pytest.raises(ValueError, match="clip_ratio_c"):
-        compute_policy_loss_vanilla(old, lp, adv, mask, loss_agg_mode="token-mean", clip_ratio_c=1.0)
+        compute_policy_loss_vanilla(
+            old, lp, adv, mask, loss_agg_mode="token-mean", clip_ratio_c=1.0
+        )
 
 
 def test_clipped_loss_equals_unclipped_policy_gradient_when_ratios_are_one():
@@ -138,7 +165,13 @@ def test_geo_mean_clips_per_token_inside_the_geometric_mean():
     old = torch.zeros(2, 2)
     adv = torch.tensor([[1.0, 1.0], [-1.0, -1.0]])
     loss, metrics = compute_policy_loss_geo_mean(
-        old, lp, adv, torch.ones(2, 2), loss_agg_mode="seq-mean-token-mean", clip_low=0.2, clip_high=0.2
+        old,
+        lp,
+        adv,
+        torch.ones(2, 2),
+        loss_agg_mode="seq-mean-token-mean",
+        clip_low=0.2,
+        clip_high=0.2,
     )
     # A > 0: min(l, clip(l)) = [0.1, 0.2]; A < 0: max(l, clip(l)) = [-0.2, 0.3].
     assert loss.item() == pytest.approx((-math.exp(0.15) + math.exp(0.05)) / 2)
@@ -161,7 +194,10 @@ def test_clip_cov_drops_the_gradient_of_high_covariance_tokens():
         lp.detach(), lp, adv, torch.ones(1, 4), loss_agg_mode="token-mean", clip_cov_ratio=0.25,
         generator=torch.Generator().manual_seed(0),
     )
-    assert metrics["pg_clipfrac"] == 0.25 and one.item() in (pytest.approx(-0.5), pytest.approx(0.5))
+    assert metrics["pg_clipfrac"] == 0.25 and one.item() in (
+        pytest.approx(-0.5),
+        pytest.approx(0.5),
+    )
 
 
 def test_kl_cov_penalises_the_top_covariance_token():
@@ -169,7 +205,13 @@ def test_kl_cov_penalises_the_top_covariance_token():
     adv = torch.tensor([[2.0, -2.0, 0.0, 0.0]])  # cov = [3, 2, 0, 0]: token 0 is the top
     old = lp - torch.tensor([[0.1, 0.0, 0.0, 0.0]])
     loss, metrics = compute_policy_loss_kl_cov(
-        old, lp, adv, torch.ones(1, 4), loss_agg_mode="token-mean", kl_cov_ratio=0.25, ppo_kl_coef=0.1
+        old,
+        lp,
+        adv,
+        torch.ones(1, 4),
+        loss_agg_mode="token-mean",
+        kl_cov_ratio=0.25,
+        ppo_kl_coef=0.1,
     )
     assert loss.item() == pytest.approx((-2 * math.exp(0.1) + 0.1 * 0.1 + 2.0) / 4)
     assert metrics["ppo_kl"] == pytest.approx(0.1 / 4)
@@ -200,12 +242,21 @@ def test_micro_batch_policy_losses_and_gradients_sum_to_the_whole(loss_fn, mode)
     old = lp.detach() + 0.3 * torch.randn(6, 5)
     adv = torch.randn(6, 1).expand(6, 5).contiguous()
     mask = (torch.arange(5)[None, :] < torch.tensor([5, 2, 3, 1, 4, 5])[:, None]).float()
-    common = {"loss_agg_mode": mode, "clip_low": 0.2, "clip_high": 0.28, "clip_ratio_c": 3.0, "horizon": 5}
+    common = {
+        "loss_agg_mode": mode,
+        "clip_low": 0.2,
+        "clip_high": 0.28,
+        "clip_ratio_c": 3.0,
+        "horizon": 5,
+    }
     whole, _ = loss_fn(old, lp, adv, mask, **common)
     (whole_grad,) = torch.autograd.grad(whole, lp)
     parts = [slice(0, 1), slice(1, 4), slice(4, 6)]
     normalizer = sum(loss_normalizer(mask[p], mode) for p in parts)
-    total = sum(loss_fn(old[p], lp[p], adv[p], mask[p], global_normalizer=normalizer, **common)[0] for p in parts)
+    total = sum(
+        loss_fn(old[p], lp[p], adv[p], mask[p], global_normalizer=normalizer, **common)[0]
+        for p in parts
+    )
     (total_grad,) = torch.autograd.grad(total, lp)
     assert total.item() == pytest.approx(whole.item(), rel=1e-5, abs=1e-6)
     torch.testing.assert_close(total_grad, whole_grad, rtol=1e-5, atol=1e-6)

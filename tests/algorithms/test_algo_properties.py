@@ -104,7 +104,7 @@ def test_losses_are_finite_and_ignore_values_outside_the_mask(name, mode, batch)
     assert torch.isfinite(grad).all() and torch.all(grad[mask == 0] == 0)
     # Padding may hold anything finite: the loss must not see it.
     pad = mask == 0
-    garbage = lambda x: torch.where(pad, x + 7.5, x)  # noqa: E731
+    garbage = lambda x: torch.where(pad, x + 7.5, x)
     again, _ = fn(garbage(old), garbage(lp.detach()), garbage(batch["adv"]), mask,
                   **{**common, "rollout_log_probs": garbage(batch["ref_log_probs"]),
                      "generator": torch.Generator().manual_seed(0)})

@@ -28,7 +28,11 @@ ISSUE_LOSSES = {"vanilla", "gspo", "cispo", "sapo", "clip_cov", "kl_cov", "gpg",
 @pytest.fixture(scope="module")
 def registry():
     reg = build_registry(external="none")
-    mine = [f for f in reg.failures if f.source.startswith(("rlctl.plugins.estimators", "rlctl.plugins.policy_losses"))]
+    mine = [
+        f
+        for f in reg.failures
+        if f.source.startswith(("rlctl.plugins.estimators", "rlctl.plugins.policy_losses"))
+    ]
     assert mine == []
     return reg
 
@@ -48,7 +52,7 @@ def test_estimator_metadata_declares_needed_fields(registry):
         assert isinstance(reg.metadata["requires"], frozenset)
         assert reg.metadata["requires"] <= ALLOWED_FIELDS, reg.name
         assert isinstance(reg.metadata["group_based"], bool)
-    get = lambda name: registry.get("advantage_estimator", name).metadata  # noqa: E731
+    get = lambda name: registry.get("advantage_estimator", name).metadata
     assert get("gae")["requires"] == {"values"}
     assert get("remax")["requires"] == {"reward_baselines"}
     assert get("gdpo")["requires"] == {"reward_components"}
@@ -93,16 +97,18 @@ DOC_CHAPTERS = {"advantage_estimator": "Advantage estimators", "policy_loss": "P
 
 def _doc_sections(kind: str) -> dict[str, str]:
     """``### `name` `` entries of the chapter of ``kind`` (a name may be in both: ``gpg``)."""
-    chapters = re.split(r"^## (.+?)\s*$", DOCS.read_text(), flags=re.M)
+    chapters = re.split(r"^## (.+?)\s*$", DOCS.read_text(), flags=re.MULTILINE)
     chapter = chapters[chapters.index(DOC_CHAPTERS[kind]) + 1]
-    parts = re.split(r"^### `([a-z_0-9]+)`\s*$", chapter, flags=re.M)
+    parts = re.split(r"^### `([a-z_0-9]+)`\s*$", chapter, flags=re.MULTILINE)
     return {parts[i]: parts[i + 1] for i in range(1, len(parts), 2)}
 
 
 @pytest.mark.parametrize("kind", DOC_CHAPTERS)
 def test_every_registered_name_has_a_docs_entry_with_formula_fields_and_paper(registry, kind):
     sections = _doc_sections(kind)
-    assert set(sections) == set(registry.names(kind)), "docs/algorithms.md and the registry disagree"
+    assert set(sections) == set(registry.names(kind)), (
+        "docs/algorithms.md and the registry disagree"
+    )
     for name, body in sections.items():
         for label in ("**Formula:**", "**Fields:**", "**Paper:**"):
             assert label in body, f"docs entry {name!r} lacks {label}"
@@ -154,7 +160,9 @@ def test_a_third_party_estimator_is_found_through_its_entry_point(tmp_path, monk
     """))
     dist = tmp_path / "thirdparty_rlctl_math-0.1.dist-info"
     dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: thirdparty-rlctl-math\nVersion: 0.1\n")
+    (dist / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: thirdparty-rlctl-math\nVersion: 0.1\n"
+    )
     (dist / "entry_points.txt").write_text("[rlctl]\nmath = thirdparty_rlctl_math\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("RLCTL_PLUGINS", "math")

@@ -11,12 +11,12 @@ import os
 from collections.abc import Callable, Iterator
 
 import pytest
-from cli_helpers import ROOT, invoke
 from typer.testing import Result
 
 from rlctl.cli.app import build_app
 from rlctl.hookspecs import hookimpl
 from rlctl.registry import PLUGINS_ENV, build_registry, reset_registry, set_registry
+from tests.cli.cli_helpers import ROOT, invoke
 
 
 @pytest.fixture(scope="module", autouse=True)

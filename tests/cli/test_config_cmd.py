@@ -6,10 +6,10 @@ import json
 import tomllib
 from pathlib import Path
 
-from cli_helpers import DATA
 from inline_snapshot import snapshot
 
 from rlctl.config.recipe import Recipe
+from tests.cli.cli_helpers import DATA
 
 SMALL = str(DATA / "small.toml")
 
@@ -23,12 +23,30 @@ def test_validate_good_recipe(rlctl) -> None:  # type: ignore[no-untyped-def]
 def test_validate_notes_streaming_without_correction(rlctl) -> None:  # type: ignore[no-untyped-def]
     stream = ("-s", "algorithm.staleness.policy=bounded",
               "-s", "algorithm.staleness.options.max_staleness=2")
-    result = rlctl("config", "validate", SMALL, *stream)
+    # the default correction ("auto") corrects a streaming recipe: nothing to note
+    assert rlctl("config", "validate", SMALL, *stream).stderr == ""
+    result = rlctl("config", "validate", SMALL, *stream, "-s", "algorithm.correction.method=none")
     assert result.stdout.startswith("ok: small")
     assert "up to 2 weight update(s) old with no off-policy correction" in result.stderr
-    assert "tis_cap" in result.stderr
-    corrected = rlctl("config", "validate", SMALL, *stream, "-s", "algorithm.loss.tis_cap=2.0")
+    assert "decoupled_ppo" in result.stderr
+    corrected = rlctl("config", "validate", SMALL, *stream,
+                      "-s", "algorithm.correction.method=masked_is")
     assert corrected.stderr == ""
+
+
+def test_validate_reads_the_old_tis_cap_and_says_where_it_lives_now(rlctl) -> None:  # type: ignore[no-untyped-def]
+    result = rlctl("config", "validate", SMALL, "-s", "algorithm.loss.tis_cap=2.0")
+    assert result.stdout.startswith("ok: small")
+    assert result.stderr == snapshot("""\
+note: algorithm.loss.tis_cap = 2 is the old spelling of [algorithm.correction] method = "truncated_is", cap = 2; it is read as that, move it there (docs/streaming.md)
+""")
+    both = rlctl("config", "validate", SMALL, "-s", "algorithm.loss.tis_cap=2.0",
+                 "-s", "algorithm.correction.method=masked_is", code=2)
+    assert both.stderr == snapshot("""\
+error: the recipe has 1 problem:
+  algorithm.loss.tis_cap: tis_cap is the old spelling of [algorithm.correction] method = "truncated_is", cap = 2.0; it cannot stand next to method = 'masked_is', got 2.0  [from -s algorithm.loss.tis_cap=2.0]
+      fix: remove tis_cap (a truncated_is cap goes in [algorithm.correction] cap)
+""")
 
 
 def test_validate_bad_recipe_lists_every_problem(rlctl) -> None:  # type: ignore[no-untyped-def]
@@ -172,6 +190,12 @@ min_lr_ratio = 0.0
 policy = "on_policy"
 options = {}
 
+[algorithm.correction]
+method = "auto"
+low = 0.5
+high = 2.0
+level = "token"
+
 [algorithm.dynamic_sampling]
 enabled = false
 metric = "score"
@@ -188,6 +212,8 @@ temperature = 1.0
 top_p = 1.0
 top_k = 0
 agent_loop = "single_turn"
+agent_loop_options = {}
+tools = []
 val_temperature = 0.0
 val_group_size = 1
 

@@ -195,8 +195,8 @@ def test_config_validate_checks_data_without_torch_or_ray(setup) -> None:  # typ
     import subprocess
     import sys
 
-    from cli_helpers import ROOT
-    from test_import_cost import HEAVY, PROBE
+    from tests.cli.cli_helpers import ROOT
+    from tests.cli.test_import_cost import HEAVY, PROBE
 
     recipe, _ = setup
     for case, code in (("good", "0"), ("int_prompts", "2")):

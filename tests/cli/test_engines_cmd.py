@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_helpers import ROOT
 
 from rlctl.engines.rollout.server.engine_envs import ENV_NAMES, MARKER
+from tests.cli.cli_helpers import ROOT
 
 
 def _fake_env(root: Path, engine: str, complete: bool) -> Path:

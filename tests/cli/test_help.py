@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from cli_helpers import invoke
 from inline_snapshot import snapshot
 
 from rlctl.cli.app import build_app
 from rlctl.hookspecs import hookimpl
 from rlctl.registry import get_registry
+from tests.cli.cli_helpers import invoke
 
 
 @pytest.fixture(scope="module")
@@ -227,9 +227,8 @@ def test_plugin_commands_are_added_and_a_broken_one_is_reported() -> None:
 
 
 def test_cli_reference_is_up_to_date() -> None:
-    from cli_helpers import ROOT
-
     from rlctl.cli.reference import render_cli_reference
+    from tests.cli.cli_helpers import ROOT
 
     current = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
     assert current == render_cli_reference(), (

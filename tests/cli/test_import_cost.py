@@ -8,7 +8,8 @@ import subprocess
 import sys
 
 import pytest
-from cli_helpers import ROOT
+
+from tests.cli.cli_helpers import ROOT
 
 HEAVY = ("torch", "ray", "transformers")
 

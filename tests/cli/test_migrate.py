@@ -1334,7 +1334,7 @@ def test_migrate_imports_no_heavy_library(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from cli_helpers import ROOT
+    from tests.cli.cli_helpers import ROOT
 
     code = ("import sys; from rlctl.cli.app import main; sys.argv=['rlctl','config','migrate',"
             f"'{FSDP}','--verl-script','{FIX / 'grpo_fsdp_qwen2-7b.sh'}','--var','HOME=/d',"

@@ -11,11 +11,11 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import pytest
-from cli_helpers import DATA, ROOT
 from inline_snapshot import snapshot
 
 from rlctl import __version__
 from rlctl.registry import BUILTIN_MODULES
+from tests.cli.cli_helpers import DATA, ROOT
 
 
 def test_json_lists_every_builtin_with_what_it_registered(rlctl) -> None:  # type: ignore[no-untyped-def]

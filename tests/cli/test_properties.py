@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import tomli_w
-from cli_helpers import ROOT, invoke
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,6 +22,7 @@ from rlctl.cli.app import build_app
 from rlctl.config.problems import key_path
 from rlctl.config.recipe import Recipe
 from rlctl.registry import build_registry
+from tests.cli.cli_helpers import ROOT, invoke
 
 RECIPES = {p.name: tomllib.loads(p.read_text()) for p in sorted((ROOT / "recipes").glob("*.toml"))}
 TEXTS = {p.name: p.read_text() for p in sorted((ROOT / "recipes").glob("*.toml"))}

@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_helpers import DATA, ROOT
 
 from rlctl.cli.app import build_app
 from rlctl.cli.train_cmd import RESUME_LATEST
+from tests.cli.cli_helpers import DATA, ROOT
 
 
 def test_train_refuses_a_bad_recipe_with_exit_2(rlctl) -> None:  # type: ignore[no-untyped-def]

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from config_helpers import BASE
 
 from rlctl.config.checks import load_recipe
 from rlctl.config.loaded import LoadedRecipe
 from rlctl.config.problems import ConfigError, ConfigProblem
 from rlctl.hookspecs import hookimpl
 from rlctl.registry import Registry, build_registry
+from tests.config.config_helpers import BASE
 
 Problems = Callable[..., list[ConfigProblem]]
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from config_helpers import BASE
-
 from rlctl.config.problems import ConfigProblem
+from tests.config.config_helpers import BASE
 
 Problems = Callable[..., list[ConfigProblem]]
 DS = "algorithm.dynamic_sampling"

@@ -7,13 +7,13 @@ import typing
 from pathlib import Path
 
 import pytest
-from config_helpers import ROOT
 from pydantic import BaseModel
 
 from rlctl import hookspecs
 from rlctl.config.recipe import Recipe
 from rlctl.config.reference import render_reference
 from rlctl.registry import Registry
+from tests.config.config_helpers import ROOT
 
 
 def _models(model: type[BaseModel], seen: set[type[BaseModel]]) -> None:

@@ -10,11 +10,11 @@ import re
 from typing import Any
 
 import pytest
-from config_helpers import ROOT
 
 from rlctl.dataplane import errors as dataplane_errors
 from rlctl.registry import Registry
 from rlctl.rewards import RewardInput
+from tests.config.config_helpers import ROOT
 
 PAGES = ("plugins.md", "dataplane.md")
 

@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator
 from typing import Any, get_args, get_origin
 
 import pytest
-from config_helpers import BASE
 from pydantic import BaseModel, ValidationError
 
 from rlctl.config.problems import ConfigProblem
@@ -21,6 +20,7 @@ from rlctl.config.recipe import MAX_RUN_NAME, MAX_SEED, Recipe, RewardSection
 from rlctl.config.strict import allows_non_finite
 from rlctl.config.validation import problems_from_validation
 from rlctl.registry import Registry
+from tests.config.config_helpers import BASE
 
 Problems = Callable[..., list[ConfigProblem]]
 Loc = tuple[str | int, ...]

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from config_helpers import BASE
 from pydantic import BaseModel
 
 from rlctl.config.checks import load_recipe
 from rlctl.config.problems import ConfigError, ConfigProblem
 from rlctl.hookspecs import hookimpl
 from rlctl.registry import build_registry
+from tests.config.config_helpers import BASE
 
 Problems = Callable[..., list[ConfigProblem]]
 
@@ -39,8 +39,8 @@ flush_every = 10
         ("[engines.rollout.options]\ngeneration_batch_size = -1",
          "engines.rollout.options.generation_batch_size"),
         ("[data.task_options]\nmax_digit = 3", "data.task_options.max_digit"),
-        ("[algorithm.loss]\npolicy_loss = 'clip_cov'\n"
-         "[algorithm.loss.options]\nclip_cov_ratio = 'x'",
+        (("[algorithm.loss]\npolicy_loss = 'clip_cov'\n"
+          "[algorithm.loss.options]\nclip_cov_ratio = 'x'"),
          "algorithm.loss.options.clip_cov_ratio"),
         ("[algorithm]\nestimator = 'gpg'\n[algorithm.estimator_options]\nfnorm = 1",
          "algorithm.estimator_options.fnorm"),

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from config_helpers import BASE
-
 from rlctl.config.problems import ConfigProblem, format_problems
+from tests.config.config_helpers import BASE
 
 Problems = Callable[..., list[ConfigProblem]]
 

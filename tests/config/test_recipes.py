@@ -6,11 +6,11 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from config_helpers import RECIPES
 
 from rlctl.config.checks import load_recipe
 from rlctl.config.recipe import Recipe
 from rlctl.registry import Registry
+from tests.config.config_helpers import RECIPES
 
 
 def test_the_shipped_recipes_are_there() -> None:

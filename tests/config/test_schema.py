@@ -5,10 +5,10 @@ from __future__ import annotations
 import tomllib
 
 import pytest
-from config_helpers import RECIPES
 
 from rlctl.config.schema import build_schema
 from rlctl.registry import Registry
+from tests.config.config_helpers import RECIPES
 
 jsonschema = pytest.importorskip("jsonschema")
 

@@ -26,9 +26,9 @@ def test_registration_does_not_import_heavy_modules():
 
 
 def test_fsdp_and_hf_load(registry):
-    from rlctl.engines.train.fsdp.engine import FSDPEngine
     from rlctl.engines.rollout.hf.engine import HFRolloutEngine
     from rlctl.engines.rollout.weight_sync import InProcessWeightSync
+    from rlctl.engines.train.fsdp.engine import FSDPEngine
 
     assert registry.load("model_engine", "fsdp") is FSDPEngine
     assert registry.load("rollout_engine", "hf") is HFRolloutEngine

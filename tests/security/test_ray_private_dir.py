@@ -17,7 +17,12 @@ import time
 import pytest
 
 from rlctl.trainer.controller import ray_dirs
-from rlctl.trainer.controller.ray_dirs import RayDirError, clean_stale_runs, new_run_dir, private_base
+from rlctl.trainer.controller.ray_dirs import (
+    RayDirError,
+    clean_stale_runs,
+    new_run_dir,
+    private_base,
+)
 
 
 def test_the_base_is_private_and_tightened_when_too_open(tmp_path):

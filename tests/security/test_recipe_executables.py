@@ -57,18 +57,33 @@ def test_a_server_module_must_be_a_module_name(engine, module):
     assert code == 2 and f"{OPTIONS}.server_module: " in err and "is not a module name" in err, err
 
 
-@pytest.mark.parametrize("var", ["LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "PYTHONSTARTUP",
-                                 "PYTHONPATH", "PYTHONHOME", "PYTHONWARNINGS", "DYLD_INSERT_LIBRARIES",
-                                 "ld_preload"])
+@pytest.mark.parametrize(
+    "var",
+    [
+        "LD_PRELOAD",
+        "LD_LIBRARY_PATH",
+        "LD_AUDIT",
+        "PYTHONSTARTUP",
+        "PYTHONPATH",
+        "PYTHONHOME",
+        "PYTHONWARNINGS",
+        "DYLD_INSERT_LIBRARIES",
+        "ld_preload",
+    ],
+)
 def test_env_may_not_set_loader_variables_unless_allowed(engine, var):
     table = f'{OPTIONS}.env={{{var} = "/tmp/evil"}}'
     code, err = validate(engine, table)
-    assert code == 2 and f"{OPTIONS}.env: env sets {var}" in err and "allow_loader_env = true" in err, err
+    assert (
+        code == 2 and f"{OPTIONS}.env: env sets {var}" in err and "allow_loader_env = true" in err
+    ), err
     code, err = validate(engine, table, f"{OPTIONS}.allow_loader_env=true")
     assert code == 0, err
 
 
 def test_ordinary_env_variables_pass(engine):
-    code, err = validate(engine, f'{OPTIONS}.env={{OMP_NUM_THREADS = "2", SGLANG_CPU_OMP_THREADS_BIND = "0-1"}}')
+    code, err = validate(
+        engine, f'{OPTIONS}.env={{OMP_NUM_THREADS = "2", SGLANG_CPU_OMP_THREADS_BIND = "0-1"}}'
+    )
     assert code == 0, err
     assert not is_loader_variable("OMP_NUM_THREADS") and is_loader_variable("LD_BIND_NOW")

@@ -45,7 +45,9 @@ def test_shuffled_epochs_are_permutations_and_resume(parquet_file):
     stream = iter(source)
     epoch0 = [next(stream).ground_truth["ground_truth"] for _ in range(6)]
     epoch1 = [next(stream).ground_truth["ground_truth"] for _ in range(6)]
-    assert sorted(epoch0) == sorted(epoch1) == sorted(r["reward_model"]["ground_truth"] for r in ROWS)
+    assert (
+        sorted(epoch0) == sorted(epoch1) == sorted(r["reward_model"]["ground_truth"] for r in ROWS)
+    )
     assert epoch0 != epoch1
     resumed = ParquetPromptSource(parquet_file, seed=1)
     resumed.load_state_dict({"epoch": 1, "position": 2})
@@ -54,7 +56,9 @@ def test_shuffled_epochs_are_permutations_and_resume(parquet_file):
 
 def test_missing_column_names_it(tmp_path):
     path = tmp_path / "bad.parquet"
-    pq.write_table(pa.Table.from_pylist([{"question": "x", "reward_model": {"ground_truth": "1"}}]), path)
+    pq.write_table(
+        pa.Table.from_pylist([{"question": "x", "reward_model": {"ground_truth": "1"}}]), path
+    )
     with pytest.raises(ValueError, match="no column 'prompt'.*prompt_key"):
         ParquetPromptSource(path)
 

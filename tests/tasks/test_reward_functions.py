@@ -48,7 +48,9 @@ def test_from_tokens_cuts_at_first_eos():
     no_eos = RewardInput.from_tokens(tok, prompt_ids=[1], response_ids=tok("777")["input_ids"][1:],
                                      ground_truth={"ground_truth": "7"}, data_source="c",
                                      eos_token_ids=[EOS_ID])
-    assert no_eos.finish_reason == "length" and digits_match(no_eos)["score"] == pytest.approx(1 / 3)
+    assert no_eos.finish_reason == "length" and digits_match(no_eos)["score"] == pytest.approx(
+        1 / 3
+    )
 
 
 def test_exact_match_options():
@@ -95,14 +97,24 @@ def test_a_pad_token_before_eos_is_not_a_correct_answer():
     tok = build_tiny_tokenizer()
     answer = tok("3")["input_ids"][1:]
     for tail in ([tok.pad_token_id, tok.pad_token_id], [tok.pad_token_id, tok.eos_token_id]):
-        sample = RewardInput.from_tokens(tok, prompt_ids=tok("123=")["input_ids"], response_ids=answer + tail,
-                                         ground_truth={"ground_truth": "3"}, data_source="count_digits",
-                                         eos_token_ids=[tok.eos_token_id])
+        sample = RewardInput.from_tokens(
+            tok,
+            prompt_ids=tok("123=")["input_ids"],
+            response_ids=answer + tail,
+            ground_truth={"ground_truth": "3"},
+            data_source="count_digits",
+            eos_token_ids=[tok.eos_token_id],
+        )
         assert digits_match(sample)["exact"] == 0.0
         assert digits_match(sample)["score"] < 0.5
-    good = RewardInput.from_tokens(tok, prompt_ids=tok("123=")["input_ids"], response_ids=answer + [tok.eos_token_id],
-                                   ground_truth={"ground_truth": "3"}, data_source="count_digits",
-                                   eos_token_ids=[tok.eos_token_id])
+    good = RewardInput.from_tokens(
+        tok,
+        prompt_ids=tok("123=")["input_ids"],
+        response_ids=answer + [tok.eos_token_id],
+        ground_truth={"ground_truth": "3"},
+        data_source="count_digits",
+        eos_token_ids=[tok.eos_token_id],
+    )
     assert digits_match(good) == {"score": 1.0, "exact": 1.0}
 
 

@@ -10,10 +10,10 @@ import threading
 import time
 
 import pytest
-from cli_runs import REPO, TINY
 
 from rlctl.trainer.controller import ray_address
 from rlctl.trainer.controller.ray_address import ClusterUnreachable, check_cluster_address
+from tests.trainer.cli_runs import REPO, TINY
 
 
 def _closed_port() -> int:
@@ -25,7 +25,9 @@ def _closed_port() -> int:
 def test_nothing_listening_fails_at_once_naming_the_address():
     port = _closed_port()
     started = time.monotonic()
-    with pytest.raises(ClusterUnreachable, match=rf"resources.address = '127.0.0.1:{port}': nothing answers"):
+    with pytest.raises(
+        ClusterUnreachable, match=rf"resources.address = '127.0.0.1:{port}': nothing answers"
+    ):
         check_cluster_address(f"127.0.0.1:{port}")
     assert time.monotonic() - started < 3
 
@@ -44,7 +46,9 @@ def test_a_port_that_accepts_but_is_not_ray_fails_within_the_handshake_bound(mon
     port = server.getsockname()[1]
     started = time.monotonic()
     try:
-        with pytest.raises(ClusterUnreachable, match=rf"127.0.0.1:{port} accepts connections but no Ray"):
+        with pytest.raises(
+            ClusterUnreachable, match=rf"127.0.0.1:{port} accepts connections but no Ray"
+        ):
             check_cluster_address(f"127.0.0.1:{port}")
     finally:
         server.close()
@@ -53,8 +57,18 @@ def test_a_port_that_accepts_but_is_not_ray_fails_within_the_handshake_bound(mon
 
 @pytest.mark.slow
 def test_train_against_a_dead_address_exits_in_seconds_naming_it(tmp_path):
-    cmd = [sys.executable, "-m", "rlctl", "train", str(TINY), "--quiet", "-s", f'run.output_dir="{tmp_path}"',
-           "-s", 'resources.address="127.0.0.1:1"']
+    cmd = [
+        sys.executable,
+        "-m",
+        "rlctl",
+        "train",
+        str(TINY),
+        "--quiet",
+        "-s",
+        f'run.output_dir="{tmp_path}"',
+        "-s",
+        'resources.address="127.0.0.1:1"',
+    ]
     env = dict(os.environ, PYTHONPATH=str(REPO))
     started = time.monotonic()
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, check=False)

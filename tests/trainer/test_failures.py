@@ -77,7 +77,9 @@ def test_plugins():
     del sys.modules[module.__name__]
 
 
-def test_agent_loop_exception_becomes_a_failure_naming_uid_and_error(make_recipe, test_plugins, capsys):
+def test_agent_loop_exception_becomes_a_failure_naming_uid_and_error(
+    make_recipe, test_plugins, capsys
+):
     code = train_from_recipe(make_recipe(rollout={"agent_loop": "flaky"}))
     err = capsys.readouterr().err
     assert code == 1
@@ -126,7 +128,9 @@ def test_estimator_with_wrong_outputs_is_named(make_recipe, test_plugins, capsys
         r"returns\), two tensors shaped like response_mask \[32, \d+\]", err)
 
 
-def test_a_failure_message_is_printed_verbatim_not_as_rich_markup(make_recipe, test_plugins, capsys):
+def test_a_failure_message_is_printed_verbatim_not_as_rich_markup(
+    make_recipe, test_plugins, capsys
+):
     code = train_from_recipe(make_recipe(rewards=[{"name": "markup"}]))
     err = capsys.readouterr().err
     assert code == 1

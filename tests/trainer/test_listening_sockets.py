@@ -12,7 +12,8 @@ import socket
 
 import psutil
 import pytest
-from cli_runs import live_run
+
+from tests.trainer.cli_runs import live_run
 
 
 def _loopback(ip: str) -> bool:
@@ -33,7 +34,11 @@ def listening(processes: list[psutil.Process]) -> list[tuple[str, str, int]]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("local", [False, True], ids=["ray", "local"])
+@pytest.mark.parametrize("local", [
+    False,
+    # heavy: a second run; the local store's bind is also checked in tests/security
+    pytest.param(True, marks=pytest.mark.heavy),
+], ids=["ray", "local"])
 def test_every_listening_socket_of_a_run_is_loopback(tmp_path, local):
     overrides = ["-s", "schedule.total_steps=40"]
     if local:

@@ -43,7 +43,10 @@ def test_steps_log_verl_metric_names(make_recipe, run):
 
 
 def _deterministic(rows):
-    return [{k: v for k, v in r.items() if not k.startswith(("timing_s/", "perf/")) and k != "time"} for r in rows]
+    return [
+        {k: v for k, v in r.items() if not k.startswith(("timing_s/", "perf/")) and k != "time"}
+        for r in rows
+    ]
 
 
 def test_local_mode_is_deterministic_given_the_seed(make_recipe, run):
@@ -54,10 +57,18 @@ def test_local_mode_is_deterministic_given_the_seed(make_recipe, run):
 
 def test_controller_bytes_stay_flat_when_responses_grow_8x(make_recipe, run):
     """The controller moves metadata only: its bytes per sample do not grow with length."""
-    short = make_recipe(run={"name": "short"}, rollout={"max_new_tokens": 4},
-                        engines={"rollout": {"options": {"ignore_eos": True}}}, schedule={"total_steps": 2})
-    long = make_recipe(run={"name": "long"}, rollout={"max_new_tokens": 32},
-                       engines={"rollout": {"options": {"ignore_eos": True}}}, schedule={"total_steps": 2})
+    short = make_recipe(
+        run={"name": "short"},
+        rollout={"max_new_tokens": 4},
+        engines={"rollout": {"options": {"ignore_eos": True}}},
+        schedule={"total_steps": 2},
+    )
+    long = make_recipe(
+        run={"name": "long"},
+        rollout={"max_new_tokens": 32},
+        engines={"rollout": {"options": {"ignore_eos": True}}},
+        schedule={"total_steps": 2},
+    )
     s, l = run(short)[-1], run(long)[-1]
     assert l["response_length/mean"] >= 7.5 * s["response_length/mean"]
     # a few bytes of tags differ (e.g. "32" vs "4"); per-token data would add >= 28*4 bytes
@@ -74,7 +85,11 @@ def test_controller_bytes_count_the_weights_as_a_reference(make_recipe, run):
 
 @pytest.mark.parametrize("estimator", ["rloo", "dr_grpo", "reinforce_plus_plus"])
 def test_other_estimators_run(make_recipe, run, estimator):
-    rows = run(make_recipe(run={"name": estimator}, algorithm={"estimator": estimator}, schedule={"total_steps": 2}))
+    rows = run(
+        make_recipe(
+            run={"name": estimator}, algorithm={"estimator": estimator}, schedule={"total_steps": 2}
+        )
+    )
     assert len(rows) == 2
 
 

@@ -13,5 +13,7 @@ def test_empty_partials_are_skipped():
 
 
 def test_weighted_scalars():
-    out = mr.finalize(mr.merge([{"loss": mr.scalar_partial(2.0, 3)}, {"loss": mr.scalar_partial(4.0, 1)}]))
+    out = mr.finalize(
+        mr.merge([{"loss": mr.scalar_partial(2.0, 3)}, {"loss": mr.scalar_partial(4.0, 1)}])
+    )
     assert out == {"loss": 2.5}

@@ -1,5 +1,5 @@
 """Kill-and-resume equivalence: a run SIGKILLed mid-step and resumed logs exactly the metrics
-of an uninterrupted run (CPU, --local, fixed seed)."""
+of an uninterrupted run (CPU, --local, fixed seed), in sync and in streaming mode."""
 
 from __future__ import annotations
 
@@ -52,9 +52,21 @@ progress = false
 VOLATILE = ("timing_s/", "perf/throughput", "time")
 
 
-def _write(tmp: Path, name: str) -> Path:
+# k = 1 with drop-and-refill two steps ahead: a checkpoint after step t holds the finished
+# samples of steps t + 1 and t + 2, and step t + 2's are evicted (too stale) after resuming.
+STREAMING = """
+[algorithm.staleness]
+policy = "bounded"
+[algorithm.staleness.options]
+max_staleness = 1
+on_stale = "drop"
+lookahead = 2
+"""
+
+
+def _write(tmp: Path, name: str, extra: str = "") -> Path:
     path = tmp / f"{name}.toml"
-    path.write_text(RECIPE.format(name=name, out=tmp / "runs"))
+    path.write_text(RECIPE.format(name=name, out=tmp / "runs") + extra)
     return path
 
 
@@ -63,7 +75,9 @@ def _cmd(recipe: Path, *extra: str) -> list[str]:
 
 
 def _metrics(run_dir: Path) -> list[dict]:
-    rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    rows = [
+        json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()
+    ]
     return [{k: v for k, v in r.items() if not k.startswith(VOLATILE)} for r in rows]
 
 
@@ -78,19 +92,9 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
 
     killed = _write(tmp_path, "killed")
     run_dir = tmp_path / "runs" / "killed"
-    proc = subprocess.Popen(_cmd(killed), env=env)
-    deadline = time.monotonic() + 600
-    # Three logged steps means step 2's checkpoint is committed (a step logs, then saves).
-    while time.monotonic() < deadline:
-        lines = (run_dir / "metrics.jsonl").read_text().splitlines() if (run_dir / "metrics.jsonl").exists() else []
-        if len(lines) >= 3 or proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    assert proc.poll() is None, "the run finished before it could be killed"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=60)
+    _kill_after_three_steps(_cmd(killed), env, run_dir)
 
-    resumed = subprocess.run(_cmd(killed, "--resume"), env=env, timeout=600)
+    resumed = subprocess.run(_cmd(killed, "--resume"), env=env, timeout=600, check=False)
     assert resumed.returncode == 0
     got = _metrics(run_dir)
     assert [r["step"] for r in got] == list(range(1, 7))
@@ -98,7 +102,65 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
     assert (run_dir / "hf" / "config.json").is_file()  # the final HF export
 
 
+def _kill_after_three_steps(cmd: list[str], env: dict[str, str], run_dir: Path) -> None:
+    proc = subprocess.Popen(cmd, env=env)
+    deadline = time.monotonic() + 600
+    # Three logged steps means step 2's checkpoint is committed (a step logs, then saves).
+    while time.monotonic() < deadline:
+        lines = (
+            (run_dir / "metrics.jsonl").read_text().splitlines()
+            if (run_dir / "metrics.jsonl").exists()
+            else []
+        )
+        if len(lines) >= 3 or proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run finished before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+
+
+def _dumps(run_dir: Path) -> list[list[dict]]:
+    """Every step's decoded trained samples, without their random uids."""
+    out = []
+    for path in sorted((run_dir / "rollouts").glob("step_*.jsonl")):
+        rows = [json.loads(x) for x in path.read_text().splitlines()]
+        out.append([{k: v for k, v in r.items() if k != "key"} for r in rows])
+    return out
+
+
 @pytest.mark.slow
+def test_streaming_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
+    """What is compared: every logged metric of all 4 steps except timings and throughput
+    (streaming/staleness_*, dropped_groups and in_flight included), and every trained
+    sample of every step (prompt, response, reward, advantage, dispatch step, weight
+    versions). The checkpoint after step 2 holds the finished samples of steps 3 and 4."""
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    dump = ("-s", "logging.rollout_dump_samples=32", "-s", "schedule.total_steps=4")
+    ref = _write(tmp_path, "sref", STREAMING)  # names of one length: the dump path is metered
+    subprocess.run(_cmd(ref, *dump), check=True, env=env, timeout=600)
+    expected = _metrics(tmp_path / "runs" / "sref")
+    assert [r["streaming/dropped_groups"] for r in expected] == [0.0, 0.0, 8.0, 8.0]
+
+    killed = _write(tmp_path, "skil", STREAMING)
+    run_dir = tmp_path / "runs" / "skil"
+    _kill_after_three_steps(_cmd(killed, *dump), env, run_dir)
+    state = json.loads((run_dir / "checkpoints" / "step_2" / "trainer_state.json").read_text())
+    assert [d["step"] for d in state["extra"]["stream"]["in_flight"]] == [3, 4]
+    assert state["extra"]["stream"]["samples"] == 2 * 32
+
+    resumed = subprocess.run(_cmd(killed, "--resume", *dump), env=env, timeout=600,
+                             check=False)
+    assert resumed.returncode == 0
+    got = _metrics(run_dir)
+    assert [r["step"] for r in got] == [1, 2, 3, 4]
+    assert got == expected
+    assert _dumps(run_dir) == _dumps(tmp_path / "runs" / "sref")
+
+
+@pytest.mark.slow
+# a full first run; tests/cli/test_resume_preflight.py refuses the same in-process
+@pytest.mark.heavy
 def test_resume_with_a_changed_algorithm_is_refused(tmp_path):
     recipe = _write(tmp_path, "r")
     text = recipe.read_text().replace("total_steps = 6", "total_steps = 2")
@@ -142,7 +204,11 @@ def _check_export_on_request(run_dir: Path, out: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM
 
-    subprocess.run([sys.executable, "-m", "rlctl", "export", str(run_dir), "-o", str(out)], check=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "rlctl", "export", str(run_dir), "-o", str(out)],
+        check=True,
+        timeout=300,
+    )
     a = AutoModelForCausalLM.from_pretrained(out).state_dict()
     b = AutoModelForCausalLM.from_pretrained(run_dir / "hf").state_dict()
     assert a.keys() == b.keys()

@@ -95,7 +95,9 @@ def test_a_fresh_run_refuses_a_previous_runs_results_and_changes_nothing(tmp_pat
     (run_dir / "config.toml").write_text("[run]\nname = 'r'\n")
     before = snapshot(tmp_path)
     refused = pytest.raises(
-        RunDirError, match=r"already holds a run \(checkpoints/, metrics.jsonl\).*--resume.*run.name")
+        RunDirError,
+        match=r"already holds a run \(checkpoints/, metrics.jsonl\).*--resume.*run.name",
+    )
     with refused, RunDirectory(run_dir, resume=False):
         pytest.fail("the claim must refuse")
     assert snapshot(tmp_path) == before

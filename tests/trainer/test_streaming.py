@@ -7,13 +7,20 @@ the policy bounds is real and deterministic here.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
+import sys
+import time
+import types
 from pathlib import Path
 
 import pytest
 
 from rlctl.config.checks import validate_recipe
-from rlctl.trainer.controller.entry import Run
+from rlctl.hookspecs import hookimpl
+from rlctl.registry import build_registry, set_registry
+from rlctl.trainer.controller.entry import Run, train_from_recipe
 
 
 def _stream(k: int, on_stale: str = "wait", **extra) -> dict:
@@ -25,7 +32,9 @@ def _stream(k: int, on_stale: str = "wait", **extra) -> dict:
 def _trained_samples(recipe) -> list[dict]:
     """Every trained sample's tags, from the rollout dump (all samples of each step)."""
     out = []
-    for path in sorted((Path(recipe.run.output_dir) / recipe.run.name / "rollouts").glob("*.jsonl")):
+    for path in sorted(
+        (Path(recipe.run.output_dir) / recipe.run.name / "rollouts").glob("*.jsonl")
+    ):
         out += [json.loads(line) for line in path.read_text().splitlines()]
     return out
 
@@ -48,6 +57,9 @@ def test_every_trained_sample_is_within_the_bound(make_recipe, read_metrics, k):
     assert [r["streaming/in_flight"] for r in rows] == [8.0 * min(k, 4 - t) for t in (1, 2, 3, 4)]
     assert all(r["streaming/dropped_groups"] == 0 for r in rows)
     assert all("timing_s/wait_rollout" in r and "timing_s/wait_train" in r for r in rows)
+    # streaming corrects by default ("auto" -> decoupled_ppo): its weights are reported
+    assert all(0 <= r["actor/is_masked_frac"] <= 1 and r["actor/is_weight_mean"] > 0
+               for r in rows)
 
 
 def test_drop_evicts_too_stale_groups_and_refills_as_many(make_recipe, read_metrics):
@@ -62,3 +74,97 @@ def test_drop_evicts_too_stale_groups_and_refills_as_many(make_recipe, read_metr
     assert len(samples) == 4 * 32  # refilled: every step trains a full batch
     assert max(s["step"] - 1 - s["weight_version_min"] for s in samples) <= 1
     assert [r["streaming/dropped_groups"] for r in rows] == [0.0, 0.0, 8.0, 8.0]
+
+
+class OneSessionHangs:
+    """Session 0 of the 9th prompt it sees (step 2's first, dispatched ahead while step 1
+    trains) waits for ever; every other session answers."""
+
+    seen = 0
+
+    def __init__(self, options=None):
+        from rlctl.trainer.worker.agent_loop import SingleTurnAgentLoop
+
+        self.inner = SingleTurnAgentLoop()
+
+    async def run(self, prompt, session_id, sampling, generate):
+        if session_id == 0:
+            type(self).seen += 1
+            if type(self).seen == 9:
+                await asyncio.sleep(3600)
+        return await self.inner.run(prompt, session_id, sampling, generate)
+
+
+@pytest.fixture
+def hanging_loop():
+    module = types.ModuleType("rlctl_test_hanging_session")
+
+    @hookimpl
+    def register_agent_loops(register):
+        register("one_hangs", OneSessionHangs, description="one session never answers")
+
+    module.register_agent_loops = register_agent_loops
+    sys.modules[module.__name__] = module
+    OneSessionHangs.seen = 0
+    set_registry(build_registry(extra=[module]))
+    yield
+    set_registry(None)
+    del sys.modules[module.__name__]
+
+
+def test_a_session_past_its_bound_fails_its_step_naming_the_uid(make_recipe, read_metrics,
+                                                                hanging_loop, capsys):
+    recipe = make_recipe(run={"name": "hang"}, rollout={"agent_loop": "one_hangs"},
+                         schedule={"total_steps": 3, "sample_timeout_s": 3},
+                         **_stream(1))
+    started = time.monotonic()
+    code = train_from_recipe(recipe)
+    took = time.monotonic() - started
+    err = capsys.readouterr().err
+    assert code == 1
+    # step 1 trained; step 2's overdue session became a failure, named, and failed step 2
+    assert [r["step"] for r in read_metrics(recipe)] == [1]
+    uid = re.search(r"session 0 of prompt ([0-9a-f]{32}) ran past schedule.sample_timeout_s "
+                    r"= 3 s and was cancelled", err)
+    assert uid, err[-2000:]
+    assert f"step 2: 1 uid(s) failed in partition 'train': {uid.group(1)}: " in err
+    assert took < 120, took  # model start-up, one step and the 3 s bound, not an hour
+
+
+def test_two_generate_calls_on_one_rollout_worker_both_finish_promptly(make_recipe):
+    """A Ray actor runs calls in threads: streaming submits step 2 while step 1 generates.
+    Each call drives its own event loop; the worker runs them one at a time (an engine's
+    batching belongs to one loop: without that, the second call's sessions sat until their
+    bound)."""
+    import threading
+
+    from rlctl.dataplane.memory import MemoryDataPlane
+    from rlctl.engines.rollout.contract import SamplingParams
+    from rlctl.models.loading import load_tokenizer
+    from rlctl.trainer.controller.prompts import PromptFeeder
+    from rlctl.trainer.worker.rollout_worker import RolloutWorker
+
+    loaded = validate_recipe(make_recipe(schedule={"sample_timeout_s": 120}))
+    plane = MemoryDataPlane()
+    worker = RolloutWorker(loaded, plane)
+    worker.ready()
+    feeder = PromptFeeder(loaded.recipe, load_tokenizer(loaded.recipe.model), plane,
+                          task_options=loaded.options_for("data.task_options"))
+    sampling = SamplingParams.from_recipe(loaded.recipe, validation=False)
+    results: dict[int, dict] = {}
+
+    def call(step: int) -> None:
+        prompts = feeder.next_batch(8, partition="train", global_step=step, n=4)
+        results[step] = worker.generate(prompts, "train", step, sampling, 4)
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=call, args=(s,)) for s in (1, 2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=110)
+    took = time.monotonic() - started
+    worker.close()
+    assert sorted(results) == [1, 2] and all(r["outputs"] == 32 for r in results.values())
+    assert len(plane.kv_list("train")) == 64
+    assert took < 60, took  # seconds of generation, not the 120 s bound

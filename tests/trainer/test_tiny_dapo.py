@@ -37,6 +37,7 @@ def test_tiny_dapo_filters_groups_and_fills_every_step(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # tests/trainer/test_dapo_training.py runs the reward model in-process
 def test_a_reward_model_scores_in_its_own_ray_actors(tmp_path: Path) -> None:
     """Ray mode: two reward-worker actors score each draw of tiny_dapo, mixed with the rule."""
     from rlctl.config.recipe import TinyModelSection

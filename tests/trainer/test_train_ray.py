@@ -19,7 +19,8 @@ def _train(tmp_path: Path, name: str, *overrides: str, timeout: int = 600) -> li
         "-s", f'run.output_dir="{tmp_path}"', "-s", f'run.name="{name}"', *overrides,
     ]
     env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
+                         check=False)
     assert out.returncode == 0, out.stderr[-3000:]
     lines = (tmp_path / name / "metrics.jsonl").read_text().splitlines()
     return [json.loads(x) for x in lines if x.strip()]
@@ -54,20 +55,34 @@ def test_controller_bytes_per_sample_mean_the_same_in_both_modes(tmp_path):
 @pytest.mark.slow
 def test_transferqueue_data_plane_runs_the_same_steps(tmp_path):
     ray_rows = _train(tmp_path, "ray", "-s", "schedule.total_steps=3")
-    tq_rows = _train(tmp_path, "tq", "-s", "schedule.total_steps=3", "-s", 'data_plane.backend="transferqueue"')
+    tq_rows = _train(
+        tmp_path, "tq", "-s", "schedule.total_steps=3", "-s", 'data_plane.backend="transferqueue"'
+    )
     # The data plane is an engine choice: it must not change the math.
     assert [r["critic/score/mean"] for r in tq_rows] == [r["critic/score/mean"] for r in ray_rows]
     assert [r["actor/pg_loss"] for r in tq_rows] == [r["actor/pg_loss"] for r in ray_rows]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("recipe", ["tiny_ppo_gae.toml", "tiny_rloo.toml"])
+@pytest.mark.parametrize("recipe", [
+    "tiny_ppo_gae.toml",  # PPO: the critic and GAE end to end
+    pytest.param("tiny_rloo.toml", marks=pytest.mark.heavy),  # only the estimator differs
+])
 def test_other_cpu_recipes_run_a_few_steps(tmp_path, recipe):
     cmd = [
-        sys.executable, "-m", "rlctl", "train", str(REPO / "recipes" / recipe), "--quiet", "--local",
-        "-s", f'run.output_dir="{tmp_path}"', "-s", "schedule.total_steps=3",
+        sys.executable,
+        "-m",
+        "rlctl",
+        "train",
+        str(REPO / "recipes" / recipe),
+        "--quiet",
+        "--local",
+        "-s",
+        f'run.output_dir="{tmp_path}"',
+        "-s",
+        "schedule.total_steps=3",
     ]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
     assert out.returncode == 0, out.stderr[-3000:]
     run_dir = next(tmp_path.iterdir())
     rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]

@@ -47,13 +47,15 @@ def batch_table(m: Migration, rlctl: Mapping[str, int] | None) -> list[str]:
         return []
     verl = b.as_dict()
     why = {
-        "samples_per_step": f"data.train_batch_size {b.prompts_per_step} x rollout.n {b.group_size}",
+        "samples_per_step": (
+            f"data.train_batch_size {b.prompts_per_step} x rollout.n {b.group_size}"
+        ),
         "prompts_per_minibatch": "actor.ppo_mini_batch_size (prompts)",
         "minibatch_size": f"{b.prompts_per_minibatch} prompts x n {b.group_size}",
         "data_parallel_size": "GPUs / model-parallel size",
         "minibatch_size_per_rank": "verl's normalised ppo_mini_batch_size",
         "micro_batches_per_rank": f"per rank / micro-batch {b.micro_batch_size}"
-                                  + (" (dynamic in verl)" if b.dynamic else ""),
+        + (" (dynamic in verl)" if b.dynamic else ""),
         "grad_accumulation_steps": "= micro-batches per rank",
         "optimizer_steps_per_train_step": f"{b.minibatches} minibatches x {b.epochs} epochs",
     }

@@ -75,11 +75,15 @@ def gather_overrides(inputs: Inputs) -> tuple[list[Override], ScriptCall | None,
             return [], None, [Problem("--verl-script", str(exc))]
         for name, uses in call.unresolved.items():
             where = "; ".join(uses[:2]) + (" ..." if len(uses) > 2 else "")
-            problems.append(Problem(
-                name if name.startswith(("$", "`")) else f"${name}", f"shell variable not set by the script (used in: {where})",
-                f"pass --var {name}=VALUE (the migration never guesses it)"
-                if not name.startswith(("$", "`")) else "replace the command substitution "
-                "with its value in an override"))
+            problems.append(
+                Problem(
+                    name if name.startswith(("$", "`")) else f"${name}",
+                    f"shell variable not set by the script (used in: {where})",
+                    f"pass --var {name}=VALUE (the migration never guesses it)"
+                    if not name.startswith(("$", "`"))
+                    else "replace the command substitution with its value in an override",
+                )
+            )
         name = Path(inputs.script).name
         out += [Override(o, name) for o in call.overrides]
     if inputs.overrides_file is not None:

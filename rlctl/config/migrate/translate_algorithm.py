@@ -1,4 +1,5 @@
-"""verl -> rlctl for what is optimised: batch semantics, estimator, policy loss, KL, optimizer, critic.
+"""verl -> rlctl for what is optimised: batch semantics, estimator, policy loss, KL, optimizer,
+critic.
 
 Batch semantics, exactly as verl's workers compute them:
 
@@ -142,7 +143,10 @@ def _micro_batch(lg: Ledger, dp: int, per_rank: int, dynamic: bool) -> int | Non
     elif global_mb is not None:
         lg.take(f"{A}.ppo_micro_batch_size", target)
         lg.drop(f"{A}.ppo_micro_batch_size_per_gpu", "unset (the global size is used)")
-        micro, origin = max(global_mb // dp, 1), f"actor.ppo_micro_batch_size {global_mb} / {dp} ranks"
+        micro, origin = (
+            max(global_mb // dp, 1),
+            f"actor.ppo_micro_batch_size {global_mb} / {dp} ranks",
+        )
     elif dynamic:
         lg.drop(f"{A}.ppo_micro_batch_size", "unset (dynamic batch size)")
         lg.drop(f"{A}.ppo_micro_batch_size_per_gpu", "unset (dynamic batch size)")
@@ -186,7 +190,9 @@ def translate_estimator(lg: Ledger, estimators: list[str]) -> str | None:
                  f"use one rlctl has: {', '.join(estimators)}")
         return None
     lg.put("algorithm.estimator", name, "algorithm.adv_estimator")
-    lg.put("algorithm.gamma", float(lg.take("algorithm.gamma", "algorithm.gamma")), "algorithm.gamma")
+    lg.put(
+        "algorithm.gamma", float(lg.take("algorithm.gamma", "algorithm.gamma")), "algorithm.gamma"
+    )
     lg.put("algorithm.lam", float(lg.take("algorithm.lam", "algorithm.lam")), "algorithm.lam")
     norm = lg.take("algorithm.norm_adv_by_std_in_grpo", "algorithm.norm_adv_by_std")
     lg.put("algorithm.norm_adv_by_std", bool(norm), "algorithm.norm_adv_by_std_in_grpo")
@@ -239,7 +245,11 @@ def translate_loss(lg: Ledger, losses: list[str]) -> None:
         for option, key in keys.items():
             if loss == mode:
                 value = lg.take(key, f"algorithm.loss.options.{option}")
-                lg.put(f"algorithm.loss.options.{option}", value, key.removeprefix("actor_rollout_ref."))
+                lg.put(
+                    f"algorithm.loss.options.{option}",
+                    value,
+                    key.removeprefix("actor_rollout_ref."),
+                )
             else:
                 lg.drop(key, f"used only by the {loss} policy loss")
     _rollout_correction(lg)
@@ -264,9 +274,12 @@ def _rollout_correction(lg: Ledger) -> None:
                      f"set it to {value!r}")
         else:
             lg.drop(key, f"at {value!r}")
-    lg.take(f"{rc}.rollout_is", "algorithm.loss.tis_cap")
-    cap = lg.take(f"{rc}.rollout_is_threshold", "algorithm.loss.tis_cap")
-    lg.put("algorithm.loss.tis_cap", float(cap), "algorithm.rollout_correction.rollout_is_threshold")
+    lg.take(f"{rc}.rollout_is", "algorithm.correction.method")
+    lg.put("algorithm.correction.method", "truncated_is", "algorithm.rollout_correction.rollout_is")
+    cap = lg.take(f"{rc}.rollout_is_threshold", "algorithm.correction.cap")
+    lg.put(
+        "algorithm.correction.cap", float(cap), "algorithm.rollout_correction.rollout_is_threshold"
+    )
     lg.drop_tree(rc, "not used by token-level truncated IS")
 
 
@@ -289,7 +302,12 @@ def translate_kl(lg: Ledger) -> None:
             lg.drop(key, "the KL is off")
         return
     if in_loss:
-        place, type_key, coef_key, unused = "loss", f"{A}.kl_loss_type", f"{A}.kl_loss_coef", reward_keys
+        place, type_key, coef_key, unused = (
+            "loss",
+            f"{A}.kl_loss_type",
+            f"{A}.kl_loss_coef",
+            reward_keys,
+        )
         lg.put("algorithm.kl.in", "loss", "actor.use_kl_loss")
     else:
         place, type_key, coef_key, unused = ("reward", "algorithm.kl_penalty",

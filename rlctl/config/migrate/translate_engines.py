@@ -279,8 +279,11 @@ def translate_data(lg: Ledger, rewards: list[str], known_rewards: list[str],
         if files:
             lg.put(f"data.{split}", files[0] if len(files) == 1 else files, verl)
     lg.put("data.prompt_key", str(lg.take("data.prompt_key", "data.prompt_key")), "data.prompt_key")
-    lg.put("data.max_prompt_tokens", int(lg.take("data.max_prompt_length", "data.max_prompt_tokens")),
-           "data.max_prompt_length")
+    lg.put(
+        "data.max_prompt_tokens",
+        int(lg.take("data.max_prompt_length", "data.max_prompt_tokens")),
+        "data.max_prompt_length",
+    )
     lg.same_or_ignore(f"{R}.prompt_length", lg.value("data.max_prompt_length"),
                       "data.max_prompt_length (rlctl has one prompt limit)")
     lg.put("data.shuffle", bool(lg.take("data.shuffle", "data.shuffle")), "data.shuffle")

@@ -109,7 +109,11 @@ def _scheduler(lg: Ledger, prefix: str, megatron: bool, take) -> str | None:  # 
         else:
             lg.error(cycles, f"{lg.value(cycles)} cosine cycles: rlctl's cosine is half a cycle",
                      "set num_cycles=0.5")
-        take("min_lr_ratio", f"{prefix}.min_lr_ratio", float(lg.value(f"{prefix}.min_lr_ratio") or 0.0))
+        take(
+            "min_lr_ratio",
+            f"{prefix}.min_lr_ratio",
+            float(lg.value(f"{prefix}.min_lr_ratio") or 0.0),
+        )
     if style not in ("constant", "linear", "cosine"):
         lg.error(key, f'"{style}" learning-rate schedule: rlctl has constant, linear and cosine',
                  "use one of those")

@@ -105,7 +105,8 @@ def load_verl_config(path: str | Path, overrides: Sequence[Override]) -> VerlCon
     if not OmegaConf.is_dict(cfg) or "actor_rollout_ref" not in cfg:
         raise VerlConfigError(
             f"{path}: no actor_rollout_ref section; give verl's composed trainer config "
-            "(e.g. verl/trainer/config/_generated_ppo_trainer.yaml, or `main_ppo --cfg job` output)")
+            "(e.g. verl/trainer/config/_generated_ppo_trainer.yaml, or `main_ppo --cfg job` output)"
+        )
     base = _resolved(cfg, str(path))
     touched_prefixes: dict[str, Override] = {}
     hydra_keys: list[Override] = []

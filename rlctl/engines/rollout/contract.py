@@ -26,6 +26,8 @@ class SamplingParams:
     """Nucleus threshold; 1 = off."""
     top_k: int = 0
     """Top-k; 0 = off."""
+    stop_token_ids: tuple[int, ...] = ()
+    """Tokens that end the response like an eos (kept in it): a tool loop stops at a call."""
 
     @classmethod
     def from_recipe(cls, recipe: Recipe, *, validation: bool = False) -> SamplingParams:
@@ -43,11 +45,11 @@ class Generation:
     """One sampled response."""
 
     token_ids: list[int]
-    """Generated tokens, cut after the first eos (eos included)."""
+    """Generated tokens, cut after the first eos or stop token (included)."""
     log_probs: list[float]
     """Log-prob of each generated token under the sampling distribution (same length)."""
     finish_reason: FinishReason
-    """``stop`` when an eos ended it, ``length`` at ``max_new_tokens``."""
+    """``stop`` when an eos or stop token ended it, ``length`` at ``max_new_tokens``."""
     weight_version: int
     """Policy version of the weights that generated it."""
 

@@ -1,1 +1,2 @@
-"""Controller-side trainer code: runs in the single controller process (the ``rlctl train`` driver)."""
+"""Controller-side trainer code: runs in the single controller process (the ``rlctl train``
+driver)."""

@@ -3,9 +3,11 @@
 A checkpoint directory ``checkpoints/step_N/`` holds ``train/<role>/`` (torch.distributed
 .checkpoint shards of model, optimizer and LR schedule, written by every training rank),
 ``rollout.json`` (sampler counters, so a resumed run draws the same samples),
-``trainer_state.json`` (step, policy version, prompt-source position, KL controller, RNGs)
-and ``config.json`` (the resolved recipe). :class:`CheckpointManager` makes it atomic: the
-``latest`` pointer only moves once everything is written.
+``trainer_state.json`` (step, policy version, prompt-source position, KL controller, RNGs;
+in streaming mode also what is in flight: ``extra["stream"]``), ``in_flight/`` (streaming:
+the finished samples of steps not yet trained) and ``config.json`` (the resolved recipe).
+:class:`CheckpointManager` makes it atomic: the ``latest`` pointer only moves once
+everything is written.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from typing import Any
 from rlctl.config.recipe import Recipe
 from rlctl.trainer.worker.rollout_worker import RolloutWorker
 from rlctl.trainer.worker.training_worker import TrainingWorker
+
+IN_FLIGHT_DIR = "in_flight"
 
 
 def resolved_config(recipe: Recipe) -> dict[str, Any]:
@@ -44,6 +48,11 @@ class RunCheckpoints:
         trainer = session.trainer
         tmp = self.manager.begin(step)
         try:
+            extra: dict[str, Any] = {}
+            if trainer.stream is not None:
+                # first: it waits for the generations in flight, whose sampler draws the
+                # rollout state below must include
+                extra["stream"] = trainer.stream.checkpoint(tmp / IN_FLIGHT_DIR)
             session.train.call(TrainingWorker.save, path=str(tmp / "train"))
             rollout_states = session.rollout.call(RolloutWorker.state_dict)
             (tmp / "rollout.json").write_text(json.dumps(rollout_states))
@@ -59,6 +68,7 @@ class RunCheckpoints:
                 kl_controller=trainer.kl_ctl.state_dict(),
                 rng=capture_rng_state(),
                 config_fingerprint=config_fingerprint(config),
+                extra=extra,
             ).save(tmp)
         except BaseException:
             self.manager.abort(tmp)
@@ -85,7 +95,8 @@ class RunCheckpoints:
         if len(rollout_states) != session.rollout.world_size:
             raise ValueError(
                 f"checkpoint {ckpt} has {len(rollout_states)} rollout worker states but this run "
-                f"has {session.rollout.world_size}; resume with the same engines.rollout.agent_workers"
+                f"has {session.rollout.world_size}; resume with the same "
+                "engines.rollout.agent_workers"
             )
         session.rollout.call(RolloutWorker.load_state_dict, [{"state": s} for s in rollout_states])
         trainer.feeder.load_state_dict(state.dataloader["train"])
@@ -95,6 +106,8 @@ class RunCheckpoints:
         restore_rng_state(state.rng)
         # The rollout engines get the restored actor's weights, with the saved version.
         trainer.sync_weights(version=state.policy_version)
+        if trainer.stream is not None and "stream" in state.extra:
+            trainer.stream.restore(state.extra["stream"], ckpt / IN_FLIGHT_DIR)
         return state.step
 
     def export_hf(self, session: Any) -> Path:

@@ -119,7 +119,10 @@ class Run:
         info = {
             "rlctl_version": _version(),
             "git_revision": _git_revision(),
-            "plugins": [{"name": p.name, "distribution": p.distribution, "version": p.version} for p in registry.plugins],
+            "plugins": [
+                {"name": p.name, "distribution": p.distribution, "version": p.version}
+                for p in registry.plugins
+            ],
             "derived": self.derived.as_dict(),
             "started": time.time(),
         }
@@ -161,7 +164,9 @@ class Run:
                                               options=sink_options)
             hooks("on_train_start", recipe=self.recipe, run_dir=str(self.run_dir))
             try:
-                with StepProgress(schedule.total_steps, enabled=self.recipe.logging.progress and not self.quiet) as progress:
+                with StepProgress(
+                    schedule.total_steps, enabled=self.recipe.logging.progress and not self.quiet
+                ) as progress:
                     progress.advance(start - 1, {})
                     for step in range(start, schedule.total_steps + 1):
                         metrics = trainer.step(step)
@@ -195,7 +200,9 @@ def _version() -> str:
 
 def _git_revision() -> str | None:
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=False)
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=False
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() or None

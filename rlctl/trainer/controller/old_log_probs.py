@@ -6,8 +6,8 @@ weights and samples, so its detached log-probs *are* the old log-probs: the rati
 its gradient is the policy gradient (verl and TRL skip the pass there too). Everything else
 needs the pass: a second minibatch or epoch trains on weights the first one changed; a
 streaming step trains samples that older weights generated; an estimator or the KL-in-reward
-penalty reads old log-probs before the update runs; truncated importance sampling (TIS)
-weighs by old over rollout probabilities.
+penalty reads old log-probs before the update runs; an off-policy correction
+(``[algorithm.correction]``, or the old ``tis_cap``) weighs by old over rollout probabilities.
 """
 
 from __future__ import annotations
@@ -17,9 +17,14 @@ from typing import Any
 from rlctl.config.recipe import Recipe
 
 
-def old_log_prob_pass_needed(recipe: Recipe, registry: Any, *, streaming: bool) -> str | None:
+def old_log_prob_pass_needed(
+    recipe: Recipe, registry: Any, *, streaming: bool, max_staleness: int = 0
+) -> str | None:
     """Why the step runs the old log-prob forward (a phrase), or ``None``: the update's
-    forward provides them (``[algorithm] old_log_prob_pass = "auto"`` and provably on-policy)."""
+    forward provides them (``[algorithm] old_log_prob_pass = "auto"`` and provably on-policy).
+    ``max_staleness``: the staleness policy's bound (it resolves ``correction = "auto"``)."""
+    from rlctl.algorithms.off_policy import resolve_correction
+
     alg = recipe.algorithm
     if alg.old_log_prob_pass == "always":
         return 'algorithm.old_log_prob_pass = "always"'
@@ -29,8 +34,10 @@ def old_log_prob_pass_needed(recipe: Recipe, registry: Any, *, streaming: bool) 
         return f"the {alg.staleness.policy!r} staleness policy streams (samples of older weights)"
     if alg.kl.apply_in == "reward":
         return "the KL penalty in the reward reads old log-probs before the update"
-    if alg.loss.tis_cap is not None:
-        return "truncated importance sampling (algorithm.loss.tis_cap) weighs by them"
+    correction = resolve_correction(alg.correction, tis_cap=alg.loss.tis_cap,
+                                    max_staleness=max_staleness)
+    if correction.active:
+        return f"the {correction.method!r} off-policy correction weighs by them"
     requires = registry.get("advantage_estimator", alg.estimator).metadata.get("requires", ())
     if "old_log_probs" in requires:
         return f"the {alg.estimator!r} estimator reads them"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Self
 
 
 class StepProgress:
@@ -14,7 +14,7 @@ class StepProgress:
         self._progress: Any = None
         self._task: Any = None
 
-    def __enter__(self) -> StepProgress:
+    def __enter__(self) -> Self:
         if self.enabled:
             from rich.console import Console
             from rich.progress import (

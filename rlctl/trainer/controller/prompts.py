@@ -8,6 +8,7 @@ controller keeps only the resulting :class:`KVBatchMeta`.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -49,14 +50,29 @@ class PromptFeeder:
 
     def __init__(
         self, recipe: Recipe, tokenizer: Any, plane: Any, *, split: str = "train",
-        task_options: BaseModel | None,
+        task_options: BaseModel | None, tool_options: Sequence[BaseModel | None] = (),
     ) -> None:
+        """``tool_options``: each ``[[rollout.tools]]`` entry's options as validated at load
+        (``None`` for a tool without an option model); one per tool."""
         self.recipe = recipe
         self.tokenizer = tokenizer
         self.plane = plane
         self.split = split
         self.source = open_prompt_source(recipe, split=split, task_options=task_options)
         self._iter = iter(self.source)
+        self.tool_options = list(tool_options)
+        self._tools: list[dict[str, Any]] | None = None  # tool schemas, built on first use
+
+    def tool_schemas(self) -> list[dict[str, Any]] | None:
+        """The recipe's tool descriptions for the chat template (``None`` without tools)."""
+        if self._tools is None and self.recipe.rollout.tools:
+            from rlctl.agents.tools import build_tools
+            from rlctl.registry import get_registry
+
+            # tools build cheaply (hookspecs): these are built for their schemas only
+            tools = build_tools(self.recipe.rollout.tools, get_registry(), self.tool_options)
+            self._tools = [tool.schema() for tool in tools.values()]
+        return self._tools
 
     def state_dict(self) -> dict[str, Any]:
         return self.source.state_dict()
@@ -65,7 +81,30 @@ class PromptFeeder:
         self.source.load_state_dict(state)
         self._iter = iter(self.source)
 
+    def group_size(self, prompt: Any, default: int) -> int:
+        """Sessions for ``prompt``: the first plugin's ``choose_group_size`` answer, else the
+        prompt's ``n``, else ``default``."""
+        from rlctl.registry import get_registry
+
+        chosen, who = None, "the task"
+        for outcome in get_registry().call_each(
+                "choose_group_size", recipe=self.recipe, prompt=prompt, split=self.split,
+                default=default):
+            if outcome.error is not None:
+                raise RuntimeError(f"{outcome.describe()} while choosing the group size of a "
+                                   f"prompt of {prompt.data_source!r}") from outcome.error
+            if outcome.result is not None:
+                chosen, who = outcome.result, f"choose_group_size of plugin {outcome.plugin}"
+                break
+        if chosen is None:
+            chosen = prompt.n if prompt.n is not None else default
+        if not isinstance(chosen, int) or isinstance(chosen, bool) or chosen < 1:
+            raise ValueError(f"{who} answered {chosen!r} for a prompt of "
+                             f"{prompt.data_source!r}: it must be a positive int (or None)")
+        return chosen
+
     def next_batch(self, count: int, *, partition: str, global_step: int, n: int) -> KVBatchMeta:
+        """Put ``count`` prompts into the data plane; tag ``n`` = sessions wanted per uid."""
         import torch
         from tensordict import TensorDict
 
@@ -75,7 +114,7 @@ class PromptFeeder:
         prompts = [next(self._iter) for _ in range(count)]
         ids = [
             tokenize_prompt(p, self.tokenizer, apply_chat_template=data.apply_chat_template,
-                            max_prompt_tokens=data.max_prompt_tokens)
+                            max_prompt_tokens=data.max_prompt_tokens, tools=self.tool_schemas())
             for p in prompts
         ]
         uids = [new_uid() for _ in prompts]
@@ -90,7 +129,12 @@ class PromptFeeder:
         )
         fields["ground_truth"] = [json.dumps(p.ground_truth) for p in prompts]
         fields["data_source"] = [p.data_source for p in prompts]
-        tags = [{"global_step": global_step, "n": n, "prompt_len": len(x)} for x in ids]
+        # the prompt as given (text or messages): agent functions build their own requests
+        fields["raw_prompt"] = [
+            json.dumps(p.messages if p.messages is not None else p.text) for p in prompts]
+        sizes = [self.group_size(p, n) for p in prompts]
+        tags = [{"global_step": global_step, "n": k, "prompt_len": len(x)}
+                for x, k in zip(ids, sizes, strict=True)]
         part = prompt_partition(partition)
         self.plane.kv_batch_put(uids, part, fields, tags)
         return KVBatchMeta(keys=tuple(uids), partition_id=part, tags=tuple(tags))

@@ -92,7 +92,9 @@ class RunDirectory:
         if self.lock.warning:
             self.notes.append(self.lock.warning)
         if self.lock.previous:
-            self.notes.append(f"took over the lock of a run that is gone ({describe(self.lock.previous)})")
+            self.notes.append(
+                f"took over the lock of a run that is gone ({describe(self.lock.previous)})"
+            )
         if not self.resume:
             entries = previous_run_entries(run_dir)
             if entries:

@@ -48,7 +48,9 @@ def describe(holder: dict[str, Any] | None) -> str:
         return "no record of the holder"
     parts = [f"pid {holder.get('pid', '?')} on host {holder.get('host', '?')}"]
     if isinstance(holder.get("started"), (int, float)):
-        parts.append("started " + time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(holder["started"])))
+        parts.append(
+            "started " + time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(holder["started"]))
+        )
     if holder.get("command"):
         parts.append(f"`{holder['command']}`")
     return ", ".join(parts)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from contextlib import ExitStack
-from typing import Any
+from typing import Any, Self
 
 from rlctl.config.loaded import LoadedRecipe
 from rlctl.config.recipe import Recipe
@@ -52,7 +52,7 @@ class Session:
         self.meter = TrafficMeter()
         self.reward: WorkerGroup | None = None  # started only when a reward is a model
 
-    def __enter__(self) -> Session:
+    def __enter__(self) -> Self:
         try:
             self._start()
         except BaseException:
@@ -79,7 +79,9 @@ class Session:
         registry = get_registry()
         plane_reg = registry.get("data_plane", recipe.data_plane.backend)
         needs_ray = not local or bool(plane_reg.metadata.get("multi_process", False))
-        if needs_ray and start_ray(address=recipe.resources.address, num_cpus=recipe.resources.num_cpus):
+        if needs_ray and start_ray(
+            address=recipe.resources.address, num_cpus=recipe.resources.num_cpus
+        ):
             self.stack.callback(stop_ray)
         if needs_ray:
             from rlctl.trainer.controller.signals import reinstall
@@ -96,7 +98,9 @@ class Session:
 
             torch.set_num_threads(cpus)
             self.rollout: WorkerGroup = self._local_group("rollout", self._rollout_worker(0, None))
-            self.train: WorkerGroup = self._local_group("train", self._training_worker(0, 1, free_port(), None))
+            self.train: WorkerGroup = self._local_group(
+                "train", self._training_worker(0, 1, free_port(), None)
+            )
             if uses_reward_models(recipe, registry):
                 from rlctl.trainer.worker.reward_worker import RewardWorker
 
@@ -114,8 +118,9 @@ class Session:
                 "train",
                 TrainingWorker,
                 [
-                    dict(loaded=self.loaded, plane=self.plane, roles=training_roles(recipe), rank=r,
-                         world_size=ranks, master_port=port, threads=train_threads)
+                    {"loaded": self.loaded, "plane": self.plane, "roles": training_roles(recipe),
+                     "rank": r, "world_size": ranks, "master_port": port,
+                     "threads": train_threads}
                     for r in range(ranks)
                 ],
                 self.meter,
@@ -126,8 +131,8 @@ class Session:
             self.rollout = RayWorkerGroup(
                 "rollout",
                 RolloutWorker,
-                [dict(loaded=self.loaded, plane=self.plane, rank=r, threads=max(cpus // workers, 1))
-                 for r in range(workers)],
+                [{"loaded": self.loaded, "plane": self.plane, "rank": r,
+                  "threads": max(cpus // workers, 1)} for r in range(workers)],
                 self.meter,
                 **self._bounds(),
             )
@@ -146,12 +151,16 @@ class Session:
 
         tokenizer = load_tokenizer(recipe.model)
         task_options = self.loaded.options_for("data.task_options")
+        tool_options = [self.loaded.options_for(f"rollout.tools[{i}].options")
+                        for i in range(len(recipe.rollout.tools))]
         feeder = PromptFeeder(recipe, tokenizer, self.plane, split="train",
-                              task_options=task_options)
+                              task_options=task_options, tool_options=tool_options)
         val_feeder = None
-        if recipe.schedule.eval_every and (recipe.data.val is not None or recipe.data.task is not None):
+        if recipe.schedule.eval_every and (
+            recipe.data.val is not None or recipe.data.task is not None
+        ):
             val_feeder = PromptFeeder(recipe, tokenizer, self.plane, split="val",
-                                      task_options=task_options)
+                                      task_options=task_options, tool_options=tool_options)
         self.replay = ReplayBuffer(self.plane)
         self.trainer = Trainer(
             recipe,

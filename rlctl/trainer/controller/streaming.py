@@ -11,19 +11,22 @@ runs on whatever version the engines hold when it starts; each sample's tags say
 (``dispatch_step``). See docs/streaming.md for the timeline of one step.
 
 Controller state is metadata only: the in-flight dispatches (prompt keys and their pending
-handles), kept in dispatch order.
+handles), kept in dispatch order. A checkpoint (:meth:`Stream.checkpoint`) waits for them,
+has a rollout worker save their finished samples, and records the dispatches (uids, steps,
+counts), the next step to dispatch and the policy's state; :meth:`Stream.restore` puts the
+samples back, so a resumed run trains exactly what the interrupted one would have.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from rlctl.algorithms.staleness import GroupState, StalenessPolicy
-from rlctl.protocol.kv import KVBatchMeta
+from rlctl.protocol.kv import KeyFormatError, KVBatchMeta, parse_key
 from rlctl.trainer import metric_reduce as mr
-from rlctl.trainer.worker.rollout_worker import RolloutWorker
+from rlctl.trainer.worker.rollout_worker import RolloutWorker, generate_bound
 
 TRAIN = "train"
 
@@ -35,8 +38,10 @@ class StalenessViolation(RuntimeError):
 @dataclass
 class _Dispatch:
     step: int
-    prompts: KVBatchMeta
-    pending: Any
+    uids: tuple[str, ...]
+    group_size: int
+    prompts: KVBatchMeta | None  # None once generated and cleared (or restored)
+    pending: Any  # None once waited for
     counts: list[dict[str, float]] = field(default_factory=list)
 
 
@@ -95,31 +100,24 @@ class Stream:
         t = self.t
         n = t.recipe.algorithm.group_size
         prompts = t.feeder.next_batch(count, partition=TRAIN, global_step=step, n=n)
-        t.replay.add(TRAIN, [(uid, n, step) for uid in prompts.keys])
+        # n per uid: the feeder's choice (a task or the choose_group_size hook may vary it)
+        t.replay.add(TRAIN, [(uid, int(tags["n"]), step)
+                             for uid, tags in zip(prompts.keys, prompts.tags, strict=True)])
         sampling = t.sampling(validate=False)
         pending = t.rollout.submit(
             RolloutWorker.generate,
             [{"prompts": c, "partition": TRAIN, "global_step": step, "sampling": sampling,
               "group_size": n} for c in prompts.chunk(t.rollout.world_size)],
+            timeout=generate_bound(t.recipe),
         )
-        self.in_flight.append(_Dispatch(step, prompts, pending))
+        self.in_flight.append(_Dispatch(step, tuple(prompts.keys), n, prompts, pending))
 
     def wait_for_step(self, step: int) -> KVBatchMeta:
-        """Every group of ``step``, bounded by ``schedule.sample_timeout_s`` (SampleTimeout
-        names the missing uids); a crashed rollout worker surfaces within a second."""
-        from rlctl.dataplane import SampleTimeout
-
-        t = self.t
-        deadline = time.monotonic() + t.recipe.schedule.sample_timeout_s
-        while True:
-            remaining = deadline - time.monotonic()
-            try:
-                return t.replay.sample(TRAIN, step, timeout=max(min(remaining, 1.0), 0.0))
-            except SampleTimeout:
-                for d in self.in_flight:
-                    t.rollout.raise_if_failed(d.pending)
-                if time.monotonic() >= deadline:
-                    raise
+        """Every group of ``step``: the trainer's bounded wait (a session past
+        ``schedule.sample_timeout_s`` fails naming its uid; SampleTimeout names the uids still
+        missing), watching every dispatch in flight for a crashed rollout worker."""
+        pending = [d.pending for d in self.in_flight if d.pending is not None]
+        return self.t.wait_for_samples(TRAIN, step, pending)
 
     def finish(self, step: int) -> list[dict[str, float]]:
         """Collect the counts of ``step``'s dispatches and clear their prompts."""
@@ -128,14 +126,65 @@ class Stream:
         self.in_flight = [d for d in self.in_flight if d.step != step]
         counts: list[dict[str, float]] = []
         for d in done:
-            try:
-                counts += t.rollout.wait(d.pending, timeout=t.recipe.schedule.sample_timeout_s)
-            finally:
-                t.plane.kv_clear(list(d.prompts.keys), d.prompts.partition_id)
+            self.wait(d)
+            counts += d.counts
         # the rollout workers' idle time (waiting for work, i.e. for the trainer), per worker
         idle = sum(c.pop("idle_s", 0.0) for c in counts) / max(t.rollout.world_size, 1)
         t.timings["wait_train"] = t.timings.get("wait_train", 0.0) + idle
         return counts
+
+    def wait(self, d: _Dispatch) -> None:
+        """Wait for one dispatch's generation (bounded), keep its counts, clear its prompts."""
+        t = self.t
+        try:
+            if d.pending is not None:
+                d.counts = t.rollout.wait(d.pending, timeout=generate_bound(t.recipe))
+                d.pending = None
+        finally:
+            if d.prompts is not None:
+                t.plane.kv_clear(list(d.prompts.keys), d.prompts.partition_id)
+                d.prompts = None
+
+    # ------------------------------------------------------------------ checkpoints
+    def checkpoint(self, out_dir: Path) -> dict[str, Any]:
+        """The stream's state for a checkpoint; finished samples go to ``out_dir``.
+
+        Waits for every in-flight generation first (each bounded like any ``generate``
+        call: ``schedule.sample_timeout_s`` plus a grace), so what is saved is complete and
+        the rollout engines' sampler state (saved after this) follows it.
+        """
+        t = self.t
+        for d in self.in_flight:
+            self.wait(d)
+        uids = {u for d in self.in_flight for u in d.uids}
+        listing = t.plane.kv_list(TRAIN)
+        keys = [k for k in listing if _uid_of(k) in uids]
+        if keys:
+            fields = sorted(set().union(*t.rollout.call(RolloutWorker.sample_fields)))
+            meta = KVBatchMeta(tuple(keys), TRAIN, tuple(listing[k] for k in keys))
+            t.rollout.call_rank(0, RolloutWorker.save_samples, meta=meta, fields=fields,
+                                path=str(out_dir))
+        return {
+            "next_dispatch": self.next_dispatch,
+            "in_flight": [{"step": d.step, "uids": list(d.uids), "group_size": d.group_size,
+                           "counts": d.counts} for d in self.in_flight],
+            "samples": len(keys),
+            "policy": self.policy.state_dict(),
+        }
+
+    def restore(self, state: dict[str, Any], in_dir: Path) -> None:
+        """Undo :meth:`checkpoint` in a fresh session: samples back into the data plane,
+        their uids expected again by the replay buffer, dispatches in flight again."""
+        t = self.t
+        if state.get("samples"):
+            t.rollout.call_rank(0, RolloutWorker.load_samples, path=str(in_dir))
+        self.in_flight = []
+        for d in state.get("in_flight", []):
+            uids, n, step = tuple(d["uids"]), int(d["group_size"]), int(d["step"])
+            t.replay.add(TRAIN, [(uid, n, step) for uid in uids])
+            self.in_flight.append(_Dispatch(step, uids, n, None, None, list(d["counts"])))
+        self.next_dispatch = state.get("next_dispatch")
+        self.policy.load_state_dict(state.get("policy", {}))
 
     @staticmethod
     def keep(batch: KVBatchMeta, selected: list[GroupState]) -> KVBatchMeta:
@@ -158,8 +207,15 @@ class Stream:
             "streaming/staleness_mean": sum(ages) / len(ages),
             "streaming/staleness_max": float(max(ages)),
             "streaming/dropped_groups": self.step_stats.get("dropped_groups", 0.0),
-            "streaming/in_flight": float(sum(len(d.prompts) for d in self.in_flight)),
+            "streaming/in_flight": float(sum(len(d.uids) for d in self.in_flight)),
         }
+
+
+def _uid_of(key: str) -> str | None:
+    try:
+        return parse_key(key)[0]
+    except KeyFormatError:
+        return None  # not a sample key
 
 
 def groups_of(batch: KVBatchMeta) -> list[GroupState]:

@@ -1,7 +1,8 @@
 """The single controller of the sync trainer.
 
 It holds only :class:`KVBatchMeta` and scalar metrics. One step reads top to bottom like the
-algorithm (docs/design.md, "One training step"); each phase is one call on a worker group, which fetches the
+algorithm (docs/design.md, "One training step"); each phase is one call on a worker group, which
+fetches the
 fields it needs from the data plane, computes, and puts its outputs back.
 """
 
@@ -20,7 +21,7 @@ from rlctl.trainer import metric_reduce as mr
 from rlctl.trainer.controller.balance import balanced_equal_partition, group_partition
 from rlctl.trainer.controller.prompts import PromptFeeder
 from rlctl.trainer.controller.worker_group import TrafficMeter, WorkerError, WorkerGroup
-from rlctl.trainer.worker.rollout_worker import RolloutWorker
+from rlctl.trainer.worker.rollout_worker import RolloutWorker, generate_bound
 from rlctl.trainer.worker.training_worker import TrainingWorker
 
 TRAIN, VAL = "train", "val"
@@ -100,7 +101,8 @@ class Trainer:
         # None: the update is provably on-policy and its own forward gives the old
         # log-probs (old_log_probs.py); else why the step runs the separate forward.
         self.old_log_prob_pass = old_log_prob_pass_needed(
-            recipe, get_registry(), streaming=self.stream is not None)
+            recipe, get_registry(), streaming=self.stream is not None,
+            max_staleness=staleness.max_staleness if staleness is not None else 0)
         # Model-parallel peers (same DP rank) get the same shard; asked before any step so
         # the per-step controller-traffic metric does not depend on when a run started.
         self.dp_ranks = self.read_layout()
@@ -171,7 +173,11 @@ class Trainer:
             batch, self.sampling_stats = self.dynamic.fill(
                 lambda count: self.draw(partition, step, sampling, n, count))
             return batch
-        count = self.recipe.algorithm.prompts_per_step if partition == TRAIN else self.recipe.data.val_size
+        count = (
+            self.recipe.algorithm.prompts_per_step
+            if partition == TRAIN
+            else self.recipe.data.val_size
+        )
         return self.draw(partition, step, sampling, n, count)
 
     def draw(
@@ -180,19 +186,25 @@ class Trainer:
         """``count`` prompts -> rollout -> model rewards -> replay-buffer sample."""
         feeder = self.feeder if partition == TRAIN else self.val_feeder
         prompts = feeder.next_batch(count, partition=partition, global_step=step, n=n)
-        self.replay.add(partition, [(uid, n, step) for uid in prompts.keys])
+        # n per uid: the feeder's choice (a task or the choose_group_size hook may vary it)
+        self.replay.add(partition, [(uid, int(t["n"]), step)
+                                    for uid, t in zip(prompts.keys, prompts.tags, strict=True)])
         chunks = prompts.chunk(self.rollout.world_size)
         pending = self.rollout.submit(
             RolloutWorker.generate,
-            [dict(prompts=c, partition=partition, global_step=step, sampling=sampling, group_size=n) for c in chunks],
-            timeout=self.recipe.schedule.sample_timeout_s,
+            [{"prompts": c, "partition": partition, "global_step": step, "sampling": sampling,
+              "group_size": n} for c in chunks],
+            timeout=generate_bound(self.recipe),
         )
         try:
-            batch = self.wait_for_samples(partition, step, pending)
-            counts = self.rollout.wait(pending, timeout=self.recipe.schedule.sample_timeout_s)
-            if len(prompts) < len(set(batch.tag_values("uid"))):  # the groups kept from earlier draws
+            batch = self.wait_for_samples(partition, step, [pending])
+            counts = self.rollout.wait(pending, timeout=generate_bound(self.recipe))
+            # the groups kept from earlier draws
+            if len(prompts) < len(set(batch.tag_values("uid"))):
                 mine = set(prompts.keys)
-                batch = batch.select([i for i, u in enumerate(batch.tag_values("uid")) if u in mine])
+                batch = batch.select(
+                    [i for i, u in enumerate(batch.tag_values("uid")) if u in mine]
+                )
             if self.reward is not None:  # reward models read the prompts' ground truth too
                 with self.timer("reward_model"):
                     self.reward.call("score", self.per_rank(batch.chunk(self.reward.world_size)),
@@ -203,24 +215,28 @@ class Trainer:
         self.rollout_counts = mr.merge([self.rollout_counts, *drawn])
         return batch
 
-    def wait_for_samples(self, partition: str, step: int, pending: Any) -> KVBatchMeta:
+    def wait_for_samples(self, partition: str, step: int, pending: list[Any]) -> KVBatchMeta:
         """The replay buffer's answer for ``step``; fails at once if a rollout worker failed.
 
         Readiness is pushed by the data plane, so ``sample`` returns within milliseconds of the
-        last put; waiting in slices lets a crashed worker surface now, not after the timeout.
+        last put; waiting in slices lets a crashed worker (any of the ``pending`` calls)
+        surface now, not after the timeout. A session past ``schedule.sample_timeout_s`` is a
+        failure naming its uid (the rollout worker cancels it); the wait itself gives up a
+        grace period later, naming the uids still missing.
         """
         from rlctl.dataplane import SampleTimeout
 
-        deadline = time.monotonic() + self.recipe.schedule.sample_timeout_s
+        total = generate_bound(self.recipe)
+        deadline = time.monotonic() + total
         while True:
             remaining = deadline - time.monotonic()
             try:
                 return self.replay.sample(partition, step, timeout=max(min(remaining, 1.0), 0.0))
             except SampleTimeout as exc:
-                self.rollout.raise_if_failed(pending)
+                for p in pending:
+                    self.rollout.raise_if_failed(p)
                 if time.monotonic() >= deadline:
                     # The last slice's message says "after 1.0 s": state the whole wait.
-                    total = self.recipe.schedule.sample_timeout_s
                     text = re.sub(r"after [0-9.]+ s", f"after {total:.0f} s", str(exc), count=1)
                     stopped = self.rollout.unresponsive()
                     if stopped:  # a stopped worker explains the missing samples best
@@ -266,7 +282,9 @@ class Trainer:
         versions = self.rollout.call(RolloutWorker.update_weights, weights=exported[0],
                                      version=version)
         if any(v != version for v in versions):
-            raise StepError(f"rollout engines report weight versions {versions}, expected {version}")
+            raise StepError(
+                f"rollout engines report weight versions {versions}, expected {version}"
+            )
         self.policy_version = version
 
     def check_weight_version(self, batch: KVBatchMeta) -> None:
@@ -274,7 +292,8 @@ class Trainer:
         if stale:
             raise StepError(
                 f"rollouts were generated by weight version(s) {sorted(map(str, stale))}, "
-                f"expected {self.policy_version}: the weight sync did not reach every rollout engine"
+                f"expected {self.policy_version}: the weight sync did not reach every rollout "
+                "engine"
             )
 
     def update_kl_controller(self, merged: dict[str, mr.Partial]) -> None:
@@ -326,7 +345,9 @@ class Trainer:
         finally:
             self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - t0
 
-    def step_metrics(self, merged: dict[str, mr.Partial], batch: KVBatchMeta, step_s: float) -> dict[str, float]:
+    def step_metrics(
+        self, merged: dict[str, mr.Partial], batch: KVBatchMeta, step_s: float
+    ) -> dict[str, float]:
         metrics = mr.finalize(merged, with_extremes=EXTREME_METRICS)
         samples = max(len(batch), 1)
         tokens = sum(int(t["seq_len"]) for t in batch.tags)

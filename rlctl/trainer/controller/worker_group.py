@@ -177,7 +177,8 @@ class LocalWorkerGroup(WorkerGroup):
     """Workers as plain objects in the controller's process (``--local``): breakpoints work.
 
     Calls run synchronously at submit time, so the bound applies there (``submit``'s
-    ``timeout``, else the group's; see :mod:`rlctl.trainer.controller.local_bound`); arguments are still
+    ``timeout``, else the group's; see :mod:`rlctl.trainer.controller.local_bound`); arguments are
+    still
     measured as if they were sent, so controller-traffic numbers mean the same in both modes.
     """
 

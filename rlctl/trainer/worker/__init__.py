@@ -1,1 +1,2 @@
-"""Worker-side trainer code: runs inside training / rollout worker processes (Ray actors or --local)."""
+"""Worker-side trainer code: runs inside training / rollout worker processes (Ray actors or
+--local)."""

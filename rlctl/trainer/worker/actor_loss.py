@@ -19,9 +19,11 @@ from rlctl.config.recipe import Recipe
 
 def build_actor_loss(
     recipe: Recipe, registry: Any, *, kl_coef: float, options: Mapping[str, Any],
-    old_from_update: bool = False,
+    correction: Any = None, old_from_update: bool = False,
 ) -> Callable[..., Any]:
-    """``options``: the policy loss's validated ``[algorithm.loss.options]`` as keywords.
+    """``options``: the policy loss's validated ``[algorithm.loss.options]`` as keywords;
+    ``correction``: the resolved off-policy correction
+    (:func:`rlctl.algorithms.off_policy.recipe_correction`), ``None`` for none.
 
     ``old_from_update``: no old log-prob pass ran (a provably on-policy update): the old
     log-probs are this forward's own, detached (the same values, so the same loss and
@@ -37,6 +39,11 @@ def build_actor_loss(
     use_kl_loss = kl_cfg.apply_in == "loss"
     # seq-mean-token-sum-norm divides by a constant horizon (Dr. GRPO), not the padded width.
     horizon = recipe.rollout.max_new_tokens
+    if correction is not None and not correction.active:
+        correction = None
+    # Losses written against the older convention read a truncated-IS cap from tis_cap.
+    tis_cap = correction.cap if correction is not None and \
+        correction.method == "truncated_is" else None
 
     def loss_fn(outputs: dict[str, Any], fields: dict[str, Any]) -> tuple[Any, dict[str, float]]:
         log_prob = outputs["log_probs"]  # [b, R]
@@ -52,8 +59,9 @@ def build_actor_loss(
             clip_low=loss_cfg.clip_low,
             clip_high=loss_cfg.clip_high,
             clip_ratio_c=loss_cfg.clip_ratio_c,
-            rollout_log_probs=fields.get("rollout_log_probs") if loss_cfg.tis_cap is not None else None,
-            tis_cap=loss_cfg.tis_cap,
+            rollout_log_probs=fields.get("rollout_log_probs") if correction is not None else None,
+            tis_cap=tis_cap,
+            correction=correction,
             global_normalizer=gn,
             horizon=horizon,
             **options,

@@ -13,8 +13,15 @@ from typing import Any
 from rlctl.config.recipe import Recipe
 from rlctl.protocol.kv import KVBatchMeta
 from rlctl.trainer import metric_reduce as mr
-from rlctl.trainer.worker.fields import mask_from_lengths, to_jagged, to_padded
+from rlctl.trainer.worker.fields import (
+    generated_lengths,
+    loss_mask_of,
+    mask_from_lengths,
+    to_jagged,
+    to_padded,
+)
 from rlctl.trainer.worker.reward_sections import effective_rewards, reward_fields
+from rlctl.trainer.worker.sessions import agent_partials, estimate_by_session, place_scores
 
 # estimator `requires` name -> data-plane field holding it
 REQUIRED_FIELDS = {
@@ -31,8 +38,6 @@ def run_advantage_phase(
     options: Mapping[str, Any],
 ) -> dict[str, mr.Partial]:
     """``options``: the estimator's validated ``[algorithm.estimator_options]`` as keywords."""
-    import torch
-
     if len(meta) == 0:
         return {}
     alg = recipe.algorithm
@@ -47,17 +52,16 @@ def run_advantage_phase(
     rewards = effective_rewards(recipe, registry)
     reward_names = reward_fields(recipe, registry)
     wanted += reward_names
+    wanted.append("loss_mask")
     wanted = list(dict.fromkeys(wanted))
     keys = list(meta.keys)
     td = plane.kv_batch_get(keys, meta.partition_id, wanted)
     lengths = [int(x) for x in meta.tag_values("response_len")]
     width = max(lengths)
-    mask = mask_from_lengths(lengths, width)  # [B, R]
+    # [B, R]: generated tokens only; observation tokens get no reward and no advantage
+    mask = mask_from_lengths(lengths, width) * loss_mask_of(td, lengths, width)
     scores = td["score"].float().reshape(-1)  # [B]
-    # The sequence score sits on the last response token (verl's token_level_scores).
-    token_scores = torch.zeros_like(mask)
-    last = torch.as_tensor(lengths).clamp(min=1) - 1
-    token_scores[torch.arange(len(keys)), last] = scores
+    token_scores = place_scores(plane, meta, scores, mask, lengths)
     token_rewards = token_scores
     partials: dict[str, mr.Partial] = {}
     if kl_in_reward:
@@ -77,30 +81,37 @@ def run_advantage_phase(
             extra[req] = to_padded(td[field], lengths)
     from rlctl.plugin_errors import PluginCallError
 
-    try:
-        result = estimator(
-            token_level_rewards=token_rewards,
-            response_mask=mask,
-            index=meta.tag_values("uid"),
-            gamma=alg.gamma,
-            lam=alg.lam,
-            norm_adv_by_std_in_grpo=alg.norm_adv_by_std,
-            epsilon=1e-6,
-            reward_components={r.name: td[f"reward/{r.name}"].float().reshape(-1) for r in rewards},
-            **extra,
-            **options,
-        )
-    except Exception as exc:  # name the plugin, the estimator and the line that raised
-        raise PluginCallError.from_exception(reg, exc, estimator) from exc
-    if not (isinstance(result, tuple) and len(result) == 2 and all(
-            isinstance(t, torch.Tensor) and t.shape == mask.shape for t in result)):
-        got = [f"{type(t).__name__}{list(t.shape) if isinstance(t, torch.Tensor) else ''}"
-               for t in (result if isinstance(result, tuple) else (result,))]
-        raise PluginCallError.contract(
-            reg, f"returned ({', '.join(got)}); expected (advantages, returns), two tensors "
-            f"shaped like response_mask {list(mask.shape)}")
-    advantages, returns = result  # [B, R] each
-    out = {"advantages": to_jagged(advantages.float(), lengths), "returns": to_jagged(returns.float(), lengths)}
+    def checked(**inputs: Any) -> tuple[Any, Any]:
+        """The estimator on ``inputs`` (every row, or one row per session)."""
+        import torch
+
+        try:
+            result = estimator(**inputs)
+        except Exception as exc:  # name the plugin, the estimator and the line that raised
+            raise PluginCallError.from_exception(reg, exc, estimator) from exc
+        shape = inputs["response_mask"].shape
+        if not (isinstance(result, tuple) and len(result) == 2 and all(
+                isinstance(t, torch.Tensor) and t.shape == shape for t in result)):
+            got = [f"{type(t).__name__}{list(t.shape) if isinstance(t, torch.Tensor) else ''}"
+                   for t in (result if isinstance(result, tuple) else (result,))]
+            raise PluginCallError.contract(
+                reg, f"returned ({', '.join(got)}); expected (advantages, returns), two tensors "
+                f"shaped like response_mask {list(shape)}")
+        return result
+
+    # Sessions with several outputs: group statistics count each session once (sessions.py).
+    advantages, returns = estimate_by_session(  # [B, R] each
+        checked, keys, bool(reg.metadata.get("group_based", False)),
+        rows=dict(token_level_rewards=token_rewards, response_mask=mask, **extra),
+        index=meta.tag_values("uid"),
+        reward_components={r.name: td[f"reward/{r.name}"].float().reshape(-1) for r in rewards},
+        constants=dict(gamma=alg.gamma, lam=alg.lam, norm_adv_by_std_in_grpo=alg.norm_adv_by_std,
+                       epsilon=1e-6, **options),
+    )
+    out = {
+        "advantages": to_jagged(advantages.float(), lengths),
+        "returns": to_jagged(returns.float(), lengths),
+    }
     if kl_in_reward:
         out["token_level_rewards"] = to_jagged(token_rewards, lengths)
     from tensordict import TensorDict
@@ -112,10 +123,13 @@ def run_advantage_phase(
     partials["critic/rewards"] = mr.partial_of((token_rewards * mask).sum(-1).tolist())
     partials["critic/advantages"] = mr.partial_of(advantages[valid].tolist())
     partials["critic/returns"] = mr.partial_of(returns[valid].tolist())
-    partials["response_length"] = mr.partial_of(lengths)
+    partials["response_length"] = mr.partial_of(generated_lengths(meta))
     partials["prompt_length"] = mr.partial_of(meta.tag_values("prompt_len"))
     finish = meta.tag_values("finish_reason")
-    partials["response_length/clip_ratio"] = mr.partial_of([1.0 if f == "length" else 0.0 for f in finish])
+    partials["response_length/clip_ratio"] = mr.partial_of(
+        [1.0 if f == "length" else 0.0 for f in finish]
+    )
     for name in reward_names:  # each reward logged on its own, e.g. reward/digits_match
         partials[name] = mr.partial_of(td[name].float().reshape(-1).tolist())
+    partials.update(agent_partials(meta))
     return partials

@@ -23,6 +23,21 @@ def mask_from_lengths(lengths: Sequence[int], width: int | None = None) -> Any:
     return (torch.arange(width).unsqueeze(0) < lens.unsqueeze(1)).float()
 
 
+def generated_lengths(meta: Any) -> list[int]:
+    """Tokens the policy generated per sample (``loss_tokens``; observations not counted)."""
+    return [int(t.get("loss_tokens", t["response_len"])) for t in meta.tags]
+
+
+def loss_mask_of(td: Any, lengths: Sequence[int], width: int) -> Any:
+    """``[B, width]`` float loss mask (1 = generated, 0 = observation or padding)."""
+    import torch
+
+    mask = to_padded(td["loss_mask"], lengths).float()
+    if mask.shape[1] < width:  # every response empty: the batch still has one column
+        mask = torch.nn.functional.pad(mask, (0, width - mask.shape[1]))
+    return mask
+
+
 def rows(value: Any) -> list[Any]:
     """The per-sample 1-D tensors of a jagged field (views into one buffer, no NT ops)."""
     values, offsets = jagged.unpack(value)
@@ -51,7 +66,9 @@ def to_jagged(padded: Any, lengths: Sequence[int]) -> Any:
     """[B, R] padded -> jagged rows ``padded[i, :lengths[i]]`` (no padding stored)."""
     import torch
 
-    return jagged.from_padded(padded.contiguous(), torch.as_tensor(list(lengths), dtype=torch.int64))
+    return jagged.from_padded(
+        padded.contiguous(), torch.as_tensor(list(lengths), dtype=torch.int64)
+    )
 
 
 def from_rows(items: Sequence[Sequence[float]], dtype: Any) -> Any:

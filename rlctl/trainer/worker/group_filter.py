@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlctl.protocol.kv import KVBatchMeta
+from rlctl.trainer.worker.sessions import session_groups
 
 
 def varied_groups(plane: Any, meta: KVBatchMeta, field: str) -> list[str]:
@@ -31,8 +32,11 @@ def varied_groups(plane: Any, meta: KVBatchMeta, field: str) -> list[str]:
         raise ValueError(f"algorithm.dynamic_sampling.metric: field {field!r} is not one number "
                          f"per sample (shape {list(td[field].shape)})")
     by_uid: dict[str, list[float]] = {}
-    for uid, value in zip(meta.tag_values("uid"), values[:, 0].tolist(), strict=True):
-        by_uid.setdefault(uid, []).append(value)
+    uids = meta.tag_values("uid")
+    # one value per session (its last output): the outputs of a multi-output session share
+    # their session's score, and a group's members are its sessions (docs/agents.md)
+    for members in session_groups(list(meta.keys)):
+        by_uid.setdefault(uids[members[-1]], []).append(float(values[members[-1], 0]))
     return [uid for uid, vals in by_uid.items() if len(vals) == 1 or _std(vals) > 0]
 
 

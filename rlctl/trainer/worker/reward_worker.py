@@ -17,6 +17,7 @@ from typing import Any
 from rlctl.config.recipe import Recipe
 from rlctl.protocol.kv import KVBatchMeta
 from rlctl.trainer.worker.fields import non_tensor_column, rows
+from rlctl.trainer.worker.sessions import session_groups
 
 
 class RewardWorker:
@@ -67,15 +68,25 @@ class RewardWorker:
         facts = dict(zip(uids, zip(non_tensor_column(truth, "ground_truth"),
                                    non_tensor_column(truth, "data_source"), strict=True),
                          strict=True))
+        # A session's last output is scored (its whole token sequence, observations of a
+        # multi-turn output included) and its earlier outputs get the same result, as the
+        # rollout workers do for the rule rewards (docs/agents.md).
+        sessions = session_groups(keys)  # row indices per session, outputs in index order
+        uid_of, prompt_rows, response_rows = meta.tag_values("uid"), rows(td["prompt_ids"]), \
+            rows(td["response_ids"])
         samples = []
-        for uid, p_ids, r_ids in zip(meta.tag_values("uid"), rows(td["prompt_ids"]), rows(td["response_ids"]),
-                                     strict=True):
-            ground_truth, source = facts[uid]
+        for last in (members[-1] for members in sessions):
+            ground_truth, source = facts[uid_of[last]]
             samples.append(RewardInput.from_tokens(
-                self.tokenizer, prompt_ids=p_ids.tolist(), response_ids=r_ids.tolist(),
+                self.tokenizer, prompt_ids=prompt_rows[last].tolist(),
+                response_ids=response_rows[last].tolist(),
                 ground_truth=json.loads(ground_truth), data_source=str(source),
                 eos_token_ids=self.eos_ids))
-        results = self.models.score_batch(samples)  # one {"score", "<name>", ...} per sample
+        scored = self.models.score_batch(samples)  # one {"score", "<name>", ...} per session
+        results: list[dict[str, float]] = [{}] * len(keys)
+        for members, result in zip(sessions, scored, strict=True):
+            for row in members:
+                results[row] = result
         fields: dict[str, Any] = {
             # [B]: the rollout workers' score plus the weighted model rewards
             "score": td["score"].float().reshape(-1)

@@ -23,7 +23,14 @@ from rlctl.config.loaded import LoadedRecipe
 from rlctl.protocol.kv import KVBatchMeta
 from rlctl.protocol.refs import LocalRef
 from rlctl.trainer import metric_reduce as mr
-from rlctl.trainer.worker.fields import mask_from_lengths, rows, to_jagged, to_padded
+from rlctl.trainer.worker.fields import (
+    generated_lengths,
+    loss_mask_of,
+    mask_from_lengths,
+    rows,
+    to_jagged,
+    to_padded,
+)
 
 if TYPE_CHECKING:
     from rlctl.engines.train.contract import ModelEngine
@@ -78,7 +85,9 @@ class TrainingWorker:
         os.environ.setdefault("RLCTL_DIST_TIMEOUT_S", str(dist_timeout_s))
         self.registry = get_registry()
         tokenizer = load_tokenizer(self.recipe.model)
-        self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id)
+        self.pad_id = int(
+            tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        )
         engine_cls = self.registry.load("model_engine", self.recipe.engines.train.backend)
         device = pick_device(self.recipe)
         options = self.loaded.options_for("engines.train.options")
@@ -90,6 +99,10 @@ class TrainingWorker:
             self.engines[role] = engine
         if "critic" in self.engines:
             self.critic_loss = build_critic_loss(self.recipe)
+        from rlctl.algorithms.off_policy import recipe_correction
+
+        # [algorithm.correction] with "auto" resolved against the staleness bound
+        self.correction = recipe_correction(self.loaded)
         first = next(iter(self.engines.values()))
         self.dp_rank, self.dp_size = first.dp_rank, first.dp_size
         self.writes_outputs = first.writes_outputs
@@ -100,7 +113,9 @@ class TrainingWorker:
         return self.dp_rank, self.dp_size, self.writes_outputs
 
     # ------------------------------------------------------------------ helpers
-    def _model_batch(self, meta: KVBatchMeta, extra_fields: list[str], pad_to: int) -> tuple[Any, dict[str, Any], list[int]]:
+    def _model_batch(
+        self, meta: KVBatchMeta, extra_fields: list[str], pad_to: int
+    ) -> tuple[Any, dict[str, Any], list[int]]:
         """Fetch token ids (+ extra per-token fields) and build a padded ModelBatch.
 
         Returns (batch, {field: [B', R]}, response lengths); B' = pad_to >= len(meta).
@@ -115,12 +130,15 @@ class TrainingWorker:
             # Copies of the last sample keep shapes realistic; their mask is zeroed below.
             keys = keys + [keys[-1]] * (pad_to - n_real)
             lengths = lengths + [lengths[-1]] * (pad_to - n_real)
-        td = self.plane.kv_batch_get(keys, meta.partition_id, ["prompt_ids", "response_ids", *extra_fields])
+        td = self.plane.kv_batch_get(
+            keys, meta.partition_id, ["prompt_ids", "response_ids", "loss_mask", *extra_fields])
         prompts = rows(td["prompt_ids"])
         responses = rows(td["response_ids"])
         batch = ModelBatch.from_samples(prompts, responses, pad_id=self.pad_id)
         fields = {name: to_padded(td[name], lengths).float() for name in extra_fields}
+        # [B', R]: real response tokens that the policy generated (observations are 0)
         mask = mask_from_lengths(lengths, batch.responses.shape[1])
+        mask = mask * loss_mask_of(td, lengths, mask.shape[1])
         if n_real < pad_to:
             mask[n_real:] = 0.0
         fields["response_mask"] = mask
@@ -135,7 +153,9 @@ class TrainingWorker:
         self.plane.kv_batch_put(list(meta.keys), meta.partition_id, td)
 
     # ------------------------------------------------------------------ phases
-    def compute_log_prob(self, meta: KVBatchMeta, role: str, field: str, pad_to: int, temperature: float) -> dict[str, mr.Partial]:
+    def compute_log_prob(
+        self, meta: KVBatchMeta, role: str, field: str, pad_to: int, temperature: float
+    ) -> dict[str, mr.Partial]:
         """Old (actor) or reference log-probs of the sampled responses -> ``field``.
 
         No entropy here: the update's own forward computes it anyway (``actor/entropy``
@@ -144,7 +164,9 @@ class TrainingWorker:
         with_entropy = False
         extra = ["rollout_log_probs"] if role == "actor" else []
         batch, fields, lengths = self._model_batch(meta, extra, pad_to)
-        log_probs, entropy = self.engines[role].compute_log_prob(batch, temperature=temperature, with_entropy=with_entropy)
+        log_probs, entropy = self.engines[role].compute_log_prob(
+            batch, temperature=temperature, with_entropy=with_entropy
+        )
         if len(meta) == 0 or not self.writes_outputs:
             return {}
         self._put(meta, lengths, {field: log_probs})
@@ -174,8 +196,10 @@ class TrainingWorker:
             options=self.loaded.option_kwargs("algorithm.estimator_options"),
         )
 
-    def update_actor(self, meta: KVBatchMeta, pad_to: int, kl_coef: float, step: int,
-                     old_from_update: bool = False) -> dict[str, mr.Partial]:
+    def update_actor(
+        self, meta: KVBatchMeta, pad_to: int, kl_coef: float, step: int,
+        old_from_update: bool = False,
+    ) -> dict[str, mr.Partial]:
         """``old_from_update``: the controller skipped the old log-prob pass because this
         update is provably on-policy (controller/old_log_probs.py); the old log-probs are
         this update's own detached log-probs, and it reports the rollout-vs-trainer gap."""
@@ -184,11 +208,12 @@ class TrainingWorker:
         needed = ["advantages"] if old_from_update else ["old_log_probs", "advantages"]
         if self.recipe.algorithm.kl.apply_in == "loss":
             needed.append("ref_log_probs")
-        if self.recipe.algorithm.loss.tis_cap is not None or old_from_update:
+        correction = self.correction
+        if correction.active or old_from_update:
             needed.append("rollout_log_probs")
         loss_fn = build_actor_loss(self.recipe, self.registry, kl_coef=kl_coef,
                                    options=self.loaded.option_kwargs("algorithm.loss.options"),
-                                   old_from_update=old_from_update)
+                                   correction=correction, old_from_update=old_from_update)
         masked = None
         if self.recipe.algorithm.overlong.filter:
             # DAPO's overlong filtering: a truncated response adds no loss and no tokens
@@ -219,10 +244,16 @@ class TrainingWorker:
             order = torch.arange(rows)
             if alg.shuffle_minibatches and (alg.minibatches > 1 or alg.epochs > 1):
                 # Seeded by the DP rank: model-parallel peers of one shard must shuffle alike.
-                gen = torch.Generator().manual_seed(self.recipe.run.seed * 100003 + step * 101 + epoch * 7 + self.dp_rank)
+                gen = torch.Generator().manual_seed(
+                    self.recipe.run.seed * 100003 + step * 101 + epoch * 7 + self.dp_rank
+                )
                 order = torch.randperm(rows, generator=gen)
             for mb in range(alg.minibatches):
-                idx = order[mb * per_mb : (mb + 1) * per_mb] if mb < alg.minibatches - 1 else order[mb * per_mb :]
+                idx = (
+                    order[mb * per_mb : (mb + 1) * per_mb]
+                    if mb < alg.minibatches - 1
+                    else order[mb * per_mb :]
+                )
                 mb_batch = batch.slice(idx)
                 mb_fields = {k: v[idx] for k, v in fields.items()}
                 normaliser = self._global_normaliser(mb_fields["response_mask"])
@@ -230,7 +261,9 @@ class TrainingWorker:
                 def wrapped(outputs: dict[str, Any], micro: dict[str, Any], _n=normaliser) -> Any:
                     return loss_fn(outputs, dict(micro, global_normalizer=_n))
 
-                metrics = engine.train_minibatch(mb_batch, mb_fields, wrapped, temperature=self.recipe.rollout.temperature or 1.0)
+                metrics = engine.train_minibatch(
+                    mb_batch, mb_fields, wrapped, temperature=self.recipe.rollout.temperature or 1.0
+                )
                 weight = float(mb_fields["response_mask"].sum())
                 for name, value in metrics.items():
                     key = name if "/" in name else f"{role}/{name}"
@@ -238,7 +271,9 @@ class TrainingWorker:
                         if epoch == 0:  # of the policy as it first saw this step's samples
                             partials = mr.merge([partials, {key: value}])
                         continue
-                    partials = mr.merge([partials, {key: mr.scalar_partial(float(value), max(weight, 1.0))}])
+                    partials = mr.merge(
+                        [partials, {key: mr.scalar_partial(float(value), max(weight, 1.0))}]
+                    )
         return partials if self.writes_outputs else {}
 
     def _global_normaliser(self, mask: Any) -> float:
@@ -262,10 +297,12 @@ class TrainingWorker:
         names = ["score"] + reward_fields(self.recipe, self.registry)
         td = self.plane.kv_batch_get(list(meta.keys), meta.partition_id, names)
         partials = {
-            ("critic/score" if n == "score" else n): mr.partial_of(td[n].float().reshape(-1).tolist())
+            ("critic/score" if n == "score" else n): mr.partial_of(
+                td[n].float().reshape(-1).tolist()
+            )
             for n in names
         }
-        partials["response_length"] = mr.partial_of(meta.tag_values("response_len"))
+        partials["response_length"] = mr.partial_of(generated_lengths(meta))
         return partials
 
     # ------------------------------------------------------------------ weights & state

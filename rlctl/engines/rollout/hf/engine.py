@@ -31,8 +31,8 @@ from transformers.generation.logits_process import (
     TopPLogitsWarper,
 )
 
-from rlctl.engines.rollout.hf.options import HFRolloutOptions
 from rlctl.engines.rollout.contract import Generation, RolloutEngineSpec, SamplingParams
+from rlctl.engines.rollout.hf.options import HFRolloutOptions
 from rlctl.models.loading import load_causal_lm, load_tokenizer
 
 
@@ -186,6 +186,7 @@ class HFRolloutEngine:
         top_p: float,
         top_k: int,
         seed: int,
+        stop_token_ids: tuple[int, ...] = (),
     ) -> list[Generation]:
         model = self._require_model()
         if any(len(p) == 0 for p in prompts):
@@ -204,7 +205,7 @@ class HFRolloutEngine:
             top_k=0,
             top_p=1.0,
             max_new_tokens=max_new_tokens,
-            eos_token_id=None if self.options.ignore_eos else self.eos_ids,
+            eos_token_id=None if self.options.ignore_eos else self._stops(stop_token_ids),
             pad_token_id=self.pad_id,
         )
         threads = self.options.num_threads
@@ -230,13 +231,19 @@ class HFRolloutEngine:
         new_tokens = sequences[:, width:]  # [B, T]
         log_probs = recorder.finish(new_tokens).cpu()  # [B, T]
         new_tokens = new_tokens.cpu()
-        return [self._cut(new_tokens[i], log_probs[i], version) for i in range(len(prompts))]
+        stops = self._stops(stop_token_ids)
+        return [self._cut(new_tokens[i], log_probs[i], version, stops) for i in range(len(prompts))]
 
-    def _cut(self, tokens: torch.Tensor, log_probs: torch.Tensor, version: int) -> Generation:
-        """Keep tokens up to and including the first eos."""
+    def _stops(self, stop_token_ids: tuple[int, ...]) -> list[int]:
+        """Eos ids, then the request's stop ids (the same list as before when there are none)."""
+        return self.eos_ids + [t for t in stop_token_ids if t not in self.eos_ids]
+
+    def _cut(self, tokens: torch.Tensor, log_probs: torch.Tensor, version: int,
+             stops: list[int]) -> Generation:
+        """Keep tokens up to and including the first eos (or stop token)."""
         ids = tokens.tolist()
         stop = None if self.options.ignore_eos else next(
-            (i for i, t in enumerate(ids) if t in self.eos_ids), None
+            (i for i, t in enumerate(ids) if t in stops), None
         )
         end = len(ids) if stop is None else stop + 1
         return Generation(
@@ -284,7 +291,7 @@ class HFRolloutEngine:
                     s,
                     seed,
                 )
-            except Exception as exc:  # every waiter learns about the failure
+            except Exception as exc:  # noqa: BLE001 - every waiter learns about the failure
                 for item in queue.items:
                     if not item.future.done():
                         item.future.set_exception(exc)
@@ -302,5 +309,6 @@ class HFRolloutEngine:
             out.extend(self._generate_chunk(
                 prompts[start : start + size], max_new_tokens=s.max_new_tokens,
                 temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, seed=seed + start,
+                stop_token_ids=s.stop_token_ids,
             ))
         return out

@@ -1,1 +1,2 @@
-"""What every server-mode rollout engine shares: process launch, HTTP client, base engine, env lookup."""
+"""What every server-mode rollout engine shares: process launch, HTTP client, base engine, env
+lookup."""

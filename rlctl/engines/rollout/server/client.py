@@ -4,7 +4,8 @@ All HTTP traffic of an engine runs on one asyncio loop in a daemon thread that o
 ``aiohttp`` session (:class:`HTTPLoop`), so ``await engine.generate(...)`` works from any
 caller's event loop (the rollout worker makes a new one per step) and blocking helpers from plain
 code. :func:`post_json` and :func:`fetch_json` send every request: every failure becomes a
-:class:`~rlctl.engines.rollout.server.process.ServerError` that names the server and, when this process
+:class:`~rlctl.engines.rollout.server.process.ServerError` that names the server and, when this
+process
 started it, quotes its log.
 """
 

@@ -96,7 +96,9 @@ class ServerRolloutEngine(ABC):
         """One tiny generation: a server can be healthy yet fail its first request."""
 
     @abstractmethod
-    async def _generate_one(self, prompt_ids: list[int], s: SamplingParams, seed: int) -> Generation:
+    async def _generate_one(
+        self, prompt_ids: list[int], s: SamplingParams, seed: int
+    ) -> Generation:
         """One request on the next replica -> a :class:`Generation` stamped with the version."""
 
     # ------------------------------------------------------------------ setup
@@ -216,9 +218,14 @@ class ServerRolloutEngine(ABC):
         seeds = [self._next_seed() if seed is None else seed + i for i in range(len(prompts))]
 
         async def run_all() -> list[Generation]:
-            return list(await asyncio.gather(
-                *(self._generate_one(list(p), sampling, s) for p, s in zip(prompts, seeds, strict=True))
-            ))
+            return list(
+                await asyncio.gather(
+                    *(
+                        self._generate_one(list(p), sampling, s)
+                        for p, s in zip(prompts, seeds, strict=True)
+                    )
+                )
+            )
 
         return http.run(run_all())
 
@@ -280,7 +287,8 @@ class ServerRolloutEngine(ABC):
 
     # ------------------------------------------------------------------ resumable state
     def state_dict(self) -> dict[str, int]:
-        """Request counter (seeds) and weight version: with it a resumed run draws the same samples."""
+        """Request counter (seeds) and weight version: with it a resumed run draws the same
+        samples."""
         return {"calls": self._calls, "weight_version": self._version}
 
     def load_state_dict(self, state: dict[str, int]) -> None:

@@ -88,7 +88,9 @@ class ServerOptions(BaseModel):
     urls: list[str] = []
     """Already running servers to use; empty = start servers."""
     python: str | None = None
-    """Interpreter that starts servers (engines pin their own torch), an absolute path to an executable; ``None`` = ``RLCTL_<ENGINE>_PYTHON``, else the env ``rlctl engines install`` built, else this one."""
+    """Interpreter that starts servers (engines pin their own torch), an absolute path to an
+    executable; ``None`` = ``RLCTL_<ENGINE>_PYTHON``, else the env ``rlctl engines install`` built,
+    else this one."""
     extra_args: list[str] = []
     """Extra command-line arguments for the server."""
     tensor_parallel_size: PositiveInt = 1
@@ -102,7 +104,9 @@ class ServerOptions(BaseModel):
     request_timeout_s: float = Field(600.0, gt=0)
     """Seconds one generation request may take."""
     allow_loader_env: bool = False
-    """Let ``env`` set loader and interpreter start-up variables (``LD_PRELOAD``, ``LD_LIBRARY_PATH``, ``PYTHONPATH``, ``PYTHONSTARTUP``...): they make the server run other code first."""
+    """Let ``env`` set loader and interpreter start-up variables (``LD_PRELOAD``,
+    ``LD_LIBRARY_PATH``, ``PYTHONPATH``, ``PYTHONSTARTUP``...): they make the server run other code
+    first."""
 
     @field_validator("python")
     @classmethod

@@ -75,7 +75,9 @@ _ORPHAN_GUARD = (
 
 # The death signal fires when the *thread* that forked the server ends, not the process: spawn
 # from one thread that lives as long as the interpreter, whatever thread calls start().
-_SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlctl-server-spawner")
+_SPAWNER = concurrent.futures.ThreadPoolExecutor(
+    max_workers=1, thread_name_prefix="rlctl-server-spawner"
+)
 
 
 def read_log_tail(path: Path, lines: int = 40, max_bytes: int = 64_000) -> str:

@@ -1,16 +1,19 @@
-"""The ``sglang`` rollout engine: SGLang servers, token-in / token-out over the native ``/generate``.
+"""The ``sglang`` rollout engine: SGLang servers, token-in / token-out over the native
+``/generate``.
 
 Servers: ``replicas`` servers started as subprocesses from the interpreter in
 ``[engines.rollout.options] python`` (SGLang's own environment, see
 ``rlctl engines install sglang``), or the servers listed in ``urls``; replicas, seeds,
-the HTTP loop and the lifecycle are :class:`~rlctl.engines.rollout.server.engine.ServerRolloutEngine`'s.
+the HTTP loop and the lifecycle are
+:class:`~rlctl.engines.rollout.server.engine.ServerRolloutEngine`'s.
 
 Requests: ``POST /generate`` with ``input_ids``, ``sampling_params`` (including a per-request
 ``sampling_seed``: the engine seed and a request counter) and ``return_logprob``. SGLang
 honours ``sampling_seed`` only with ``deterministic_inference = true``, which its CPU attention
 backend (``torch_native``) does not support: on CPU samples are not reproducible run to run.
 SGLang's sampler returns ``log(softmax(logits / T))`` of the sampled token, over the whole
-vocabulary, which is exactly the trainer's ``log_softmax(logits / T)`` (greedy requests: T = 1, also the trainer's
+vocabulary, which is exactly the trainer's ``log_softmax(logits / T)`` (greedy requests: T = 1, also
+the trainer's
 convention). With top-k / top-p the value is still that of the temperature-scaled distribution,
 not of the truncated one.
 
@@ -64,7 +67,8 @@ class SGLangRolloutEngine(ServerRolloutEngine):
         return command
 
     def served_model(self, url: str) -> str:
-        """The model name an attached server serves (``GET /model_info``); also notes its version."""
+        """The model name an attached server serves (``GET /model_info``); also notes its
+        version."""
         info = get_json(url + "/model_info")
         self._initial_labels[url] = str(info.get("weight_version"))
         return str(info.get("served_model_name") or info.get("model_path"))
@@ -94,7 +98,9 @@ class SGLangRolloutEngine(ServerRolloutEngine):
         super().stamp_version(version)
 
     # ------------------------------------------------------------------ generation
-    async def _generate_one(self, prompt_ids: list[int], s: SamplingParams, seed: int) -> Generation:
+    async def _generate_one(
+        self, prompt_ids: list[int], s: SamplingParams, seed: int
+    ) -> Generation:
         if not prompt_ids:
             raise ValueError("a prompt is empty: every request needs at least one token")
         if self._vocab_size is not None and not all(0 <= t < self._vocab_size for t in prompt_ids):
@@ -117,6 +123,8 @@ class SGLangRolloutEngine(ServerRolloutEngine):
             },
             "return_logprob": True,
         }
+        if s.stop_token_ids:  # a tool loop ends the turn at a call (the token is kept)
+            body["sampling_params"]["stop_token_ids"] = list(s.stop_token_ids)
         data = await self.post(replica, "/generate", body)
         try:
             meta = data["meta_info"]
@@ -128,13 +136,17 @@ class SGLangRolloutEngine(ServerRolloutEngine):
         except (KeyError, IndexError, TypeError) as exc:
             raise ServerError(
                 f"server {replica.name} answered /generate without output ids / log-probs / "
-                f"weight version ({exc!r}); is it an SGLang server (>= 0.5)? answer: {str(data)[:500]}"
+                f"weight version ({exc!r}); is it an SGLang server (>= 0.5)? answer: "
+                f"{str(data)[:500]}"
             ) from exc
         if [int(p[1]) for p in pairs] != token_ids:
-            raise ServerError(f"server {replica.name} returned log-probs for other tokens than output_ids")
+            raise ServerError(
+                f"server {replica.name} returned log-probs for other tokens than output_ids"
+            )
         if finish not in ("stop", "length"):
             raise ServerError(
-                f"server {replica.name} ended a request with finish_reason={meta['finish_reason']!r}"
+                f"server {replica.name} ended a request with "
+                f"finish_reason={meta['finish_reason']!r}"
             )
         expected = self.version_label(replica, version)
         if served_version != expected:
@@ -143,4 +155,6 @@ class SGLangRolloutEngine(ServerRolloutEngine):
                 f"engine expects {expected!r} (version {version}): a weight update did not reach "
                 "it or someone else updated it; these samples would be off-policy"
             )
-        return Generation(token_ids=token_ids, log_probs=log_probs, finish_reason=finish, weight_version=version)
+        return Generation(
+            token_ids=token_ids, log_probs=log_probs, finish_reason=finish, weight_version=version
+        )

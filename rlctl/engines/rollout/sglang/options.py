@@ -49,7 +49,8 @@ class SGLangOptions(ServerOptions):
     mem_fraction_static: float = Field(0.5, gt=0, le=1)
     """``--mem-fraction-static`` on GPU: fraction of device memory for weights and KV cache."""
     max_total_tokens: PositiveInt | None = None
-    """``--max-total-tokens`` (KV-cache size in tokens); ``None`` = 65,536 on CPU, SGLang's on GPU."""
+    """``--max-total-tokens`` (KV-cache size in tokens); ``None`` = 65,536 on CPU, SGLang's on
+    GPU."""
     disable_cuda_graph: bool | None = None
     """Run without CUDA graphs (faster start); ``None`` = on CPU only (there are none there)."""
     deterministic_inference: bool = False
@@ -64,4 +65,5 @@ class SGLangOptions(ServerOptions):
     log_dir: str | None = None
     """Directory for the servers' log files; ``None`` = a temporary directory."""
     env: dict[str, str] = Field(default_factory=dict)
-    """Extra environment variables for the server processes (e.g. ``SGLANG_CPU_OMP_THREADS_BIND``)."""
+    """Extra environment variables for the server processes (e.g.
+    ``SGLANG_CPU_OMP_THREADS_BIND``)."""

@@ -67,7 +67,12 @@ def sglang_server_command(
         argv += ["--device", "cpu"]
     no_graphs = on_cpu if options.disable_cuda_graph is None else options.disable_cuda_graph
     if no_graphs:
-        argv += ["--cuda-graph-backend-decode", "disabled", "--cuda-graph-backend-prefill", "disabled"]
+        argv += [
+            "--cuda-graph-backend-decode",
+            "disabled",
+            "--cuda-graph-backend-prefill",
+            "disabled",
+        ]
     max_tokens = options.max_total_tokens or (CPU_MAX_TOTAL_TOKENS if on_cpu else None)
     if max_tokens is not None:
         argv += ["--max-total-tokens", str(max_tokens)]
@@ -86,4 +91,6 @@ def sglang_server_command(
         env["SGLANG_USE_CPU_ENGINE"] = "1"
     env.update(options.env)
     unset = PYTHON_ENV_VARS if foreign else ()
-    return ServerCommand(name=name, argv=argv, port=port, env=env, unset_env=unset, health_path=HEALTH_PATH)
+    return ServerCommand(
+        name=name, argv=argv, port=port, env=env, unset_env=unset, health_path=HEALTH_PATH
+    )

@@ -147,7 +147,8 @@ class SGLangWeightSync:
         engine.on_replicas(self._call(engine, path, body, timeout_s or self.options.timeout_s))
 
     def _in_session(self, engine: SGLangRolloutEngine, send: Callable[[], None]) -> None:
-        """``send()`` between ``/begin_weight_update`` and ``/end_weight_update`` on every replica."""
+        """``send()`` between ``/begin_weight_update`` and ``/end_weight_update`` on every
+        replica."""
         self._all(engine, "/begin_weight_update", {"selector": "all"})
         try:
             send()

@@ -73,7 +73,9 @@ class ReplicaClient:
 
     def finish_weight_update(self, weight_version: str | None = None) -> None:
         version = weight_version if weight_version is not None else self.version
-        self._post("/finish_weight_update", None if version is None else {"weight_version": str(version)})
+        self._post(
+            "/finish_weight_update", None if version is None else {"weight_version": str(version)}
+        )
 
     def shutdown_weight_transfer_engine(self) -> None:
         self._post("/shutdown_weight_transfer_engine", None)
@@ -102,8 +104,9 @@ class CUDATransfer:
             raise ValueError(
                 f"weight_sync_options.transport = {options.transport!r} drives one vLLM server, "
                 "this engine has "
-                f"{len(rollout.replicas)}: use replicas = 1 (more tensor_parallel_size), or transport "
-                "\"file\" / \"http_bytes\""
+                f"{len(rollout.replicas)}: use replicas = 1 (more tensor_parallel_size), or "
+                "transport "
+                '"file" / "http_bytes"'
             )
         if not rollout.spec.device.startswith("cuda"):
             raise ValueError(f"weight_sync_options.transport = {options.transport!r} needs CUDA; "
@@ -128,7 +131,8 @@ class CUDATransfer:
         )
 
     def send(self, weights: Mapping[str, torch.Tensor], version: int) -> None:
-        """Send ``weights`` and finish with ``version`` (the caller pauses and resumes the server)."""
+        """Send ``weights`` and finish with ``version`` (the caller pauses and resumes the
+        server)."""
         wt = import_vllm_weight_transfer()
         source = state_dict_source(weights, self.rollout.spec.device)
         self.client.version = version

@@ -76,7 +76,9 @@ class VLLMRolloutEngine(ServerRolloutEngine):
         """The model name an attached server serves (``GET /v1/models``)."""
         models = get_json(url + "/v1/models").get("data") or []
         if not models:
-            raise ServerError(f"server {url} serves no model (GET /v1/models is empty); is it a vLLM server?")
+            raise ServerError(
+                f"server {url} serves no model (GET /v1/models is empty); is it a vLLM server?"
+            )
         return str(models[0]["id"])
 
     def check_model_dir(self, model_dir: Path) -> None:
@@ -100,7 +102,9 @@ class VLLMRolloutEngine(ServerRolloutEngine):
         await self.post(replica, "/v1/completions", body)
 
     # ------------------------------------------------------------------ generation
-    async def _generate_one(self, prompt_ids: list[int], s: SamplingParams, seed: int) -> Generation:
+    async def _generate_one(
+        self, prompt_ids: list[int], s: SamplingParams, seed: int
+    ) -> Generation:
         if not prompt_ids:
             raise ValueError("a prompt is empty: every request needs at least one token")
         replica = self._next_replica()
@@ -118,6 +122,8 @@ class VLLMRolloutEngine(ServerRolloutEngine):
         }
         if self.options.request_seeds:
             body["seed"] = seed
+        if s.stop_token_ids:  # a tool loop ends the turn at a call (the token is kept)
+            body["stop_token_ids"] = list(s.stop_token_ids)
         data = await self.post(replica, "/v1/completions", body)
         try:
             choice = data["choices"][0]
@@ -132,8 +138,13 @@ class VLLMRolloutEngine(ServerRolloutEngine):
             ) from exc
         if len(log_probs) != len(token_ids):
             raise ServerError(
-                f"server {replica.name} returned {len(token_ids)} tokens but {len(log_probs)} log-probs"
+                f"server {replica.name} returned {len(token_ids)} tokens but {len(log_probs)} "
+                "log-probs"
             )
         if finish not in ("stop", "length"):
-            raise ServerError(f"server {replica.name} ended a request with finish_reason={finish!r}")
-        return Generation(token_ids=token_ids, log_probs=log_probs, finish_reason=finish, weight_version=version)
+            raise ServerError(
+                f"server {replica.name} ended a request with finish_reason={finish!r}"
+            )
+        return Generation(
+            token_ids=token_ids, log_probs=log_probs, finish_reason=finish, weight_version=version
+        )

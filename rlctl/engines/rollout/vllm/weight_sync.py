@@ -27,7 +27,8 @@ Transports (``transport``):
   (``rlctl/engines/rollout/vllm/worker/rlctl_vllm_ext.py``); tensors always travel as safetensors.
 - ``nccl`` / ``ipc``: vLLM's own CUDA backends, driven by vLLM's trainer-side engines
   (``WeightTransferTrainerFactory.trainer_init(...).send_weights()``) through a client that
-  speaks to the server over this engine's HTTP loop; see :mod:`rlctl.engines.rollout.vllm.cuda_transfer`.
+  speaks to the server over this engine's HTTP loop; see
+  :mod:`rlctl.engines.rollout.vllm.cuda_transfer`.
 
 Buckets (:mod:`rlctl.engines.rollout.buckets`) go to all replicas in lockstep (bucket ``i`` is
 sent to every server before bucket ``i + 1`` is built), so at most one bucket is held in memory.
@@ -182,7 +183,8 @@ class VLLMWeightSync:
 
     def _sync_cuda(self, weights: Mapping[str, torch.Tensor], engine: VLLMRolloutEngine,
                    version: int, options: VLLMWeightSyncOptions) -> None:
-        """``nccl`` / ``ipc`` through vLLM's trainer-side engines (CUDA only; not run on CPU here)."""
+        """``nccl`` / ``ipc`` through vLLM's trainer-side engines (CUDA only; not run on CPU
+        here)."""
         from rlctl.engines.rollout.vllm.cuda_transfer import CUDATransfer
 
         if self._cuda is None:

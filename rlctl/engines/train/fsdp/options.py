@@ -21,8 +21,12 @@ class FSDPOptions(BaseModel):
     cpu_offload: bool = False
     """Keep sharded parameters, gradients and optimizer state in host memory (GPU only)."""
     max_tokens_per_micro_batch: PositiveInt | None = None
-    """Token budget of one update forward/backward per rank (verl's ``ppo_max_token_len_per_gpu``): micro-batches are cut by tokens, longest samples first, instead of by ``micro_batch_size``; ``None``: by rows."""
+    """Token budget of one update forward/backward per rank (verl's ``ppo_max_token_len_per_gpu``):
+    micro-batches are cut by tokens, longest samples first, instead of by ``micro_batch_size``;
+    ``None``: by rows."""
     log_prob_max_tokens_per_micro_batch: PositiveInt | None = None
-    """The same for log-prob and value passes (verl's ``log_prob_max_token_len_per_gpu``); ``None``: ``max_tokens_per_micro_batch``."""
+    """The same for log-prob and value passes (verl's ``log_prob_max_token_len_per_gpu``); ``None``:
+    ``max_tokens_per_micro_batch``."""
     packing: bool = False
-    """Pack each micro-batch's samples into one row without padding; position ids restart per sample and the attention is per sample (docs/trainer.md)."""
+    """Pack each micro-batch's samples into one row without padding; position ids restart per sample
+    and the attention is per sample (docs/trainer.md)."""

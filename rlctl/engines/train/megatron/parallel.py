@@ -22,7 +22,7 @@ def init_model_parallel(options: MegatronOptions, world_size: int, seed: int,
     if device == "cpu" and options.virtual_pipeline_parallel and options.pipeline_parallel == 2:
         # Measured: with 2 stages the previous and next stage are the same peer, and gloo
         # pairs the interleaved schedule's simultaneous sends/receives wrongly (wrong loss).
-        # PP=4 x VPP=2 on gloo matches 1 rank exactly (tests/engines_megatron).
+        # PP=4 x VPP=2 on gloo matches 1 rank exactly (tests/engines/train/megatron).
         raise ValueError(
             "virtual_pipeline_parallel with pipeline_parallel = 2 is not supported on CPU "
             "(gloo): use pipeline_parallel >= 3, or drop virtual_pipeline_parallel")
@@ -57,7 +57,7 @@ def init_model_parallel(options: MegatronOptions, world_size: int, seed: int,
             raise
         raise RuntimeError(
             "megatron-core hard-codes CUDA calls and this machine has no GPU; on CPU it only "
-            "runs through the test shim: PYTHONPATH=tests/engines_megatron/shim rlctl train "
+            "runs through the test shim: PYTHONPATH=tests/engines/train/megatron/shim rlctl train "
             "... (see docs/megatron.md)") from exc
 
 

@@ -8,7 +8,8 @@ the server's ``PYTHONPATH`` and starts the server with
 each worker before it loads the model, so the engine registered below exists by the time the
 worker asks ``WeightTransferEngineFactory`` for the configured backend.
 
-Transfer (vLLM's native RL lifecycle, driven over HTTP by ``rlctl.engines.rollout.vllm.weight_sync``):
+Transfer (vLLM's native RL lifecycle, driven over HTTP by
+``rlctl.engines.rollout.vllm.weight_sync``):
 ``/init_weight_transfer_engine`` once, then per sync ``/start_weight_update``,
 ``/update_weights`` once per bucket, ``/finish_weight_update``. A bucket is a safetensors file
 (``{"path": ...}``, the ``file`` transport) or safetensors bytes in base64
@@ -68,7 +69,9 @@ class RlctlUpdateInfo(WeightTransferUpdateInfo):
 
     def __post_init__(self) -> None:
         if (self.path is None) == (self.safetensors_b64 is None):
-            raise ValueError("rlctl_cpu update_info needs exactly one of 'path' or 'safetensors_b64'")
+            raise ValueError(
+                "rlctl_cpu update_info needs exactly one of 'path' or 'safetensors_b64'"
+            )
 
 
 def checkpoint_names(model_dir: str) -> frozenset[str] | None:
@@ -91,7 +94,9 @@ class RlctlCPUTransferEngine(WeightTransferEngine[RlctlInitInfo, RlctlUpdateInfo
     update_info_cls = RlctlUpdateInfo
     supports_draft_weight_update = False
 
-    def __init__(self, config: Any, vllm_config: Any, device: torch.device, model: torch.nn.Module) -> None:
+    def __init__(
+        self, config: Any, vllm_config: Any, device: torch.device, model: torch.nn.Module
+    ) -> None:
         super().__init__(config, vllm_config, device, model)
         self.initialized = False
         # Parameter names (HF) the served checkpoint has: a name outside them would make
@@ -107,7 +112,9 @@ class RlctlCPUTransferEngine(WeightTransferEngine[RlctlInitInfo, RlctlUpdateInfo
 
     def start_weight_update(self) -> None:
         if not self.initialized:
-            raise RuntimeError("rlctl_cpu: call /init_weight_transfer_engine before /start_weight_update")
+            raise RuntimeError(
+                "rlctl_cpu: call /init_weight_transfer_engine before /start_weight_update"
+            )
         # The layerwise reload begins with the first bucket, once its names are checked:
         # begun and abandoned, it leaves a model whose next generation fails (measured).
         self._started_at = time.perf_counter()

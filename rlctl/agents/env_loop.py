@@ -1,0 +1,120 @@
+"""The ``env`` agent loop: the model acts, a registered environment answers, until done.
+
+Each turn's generated tokens are decoded (special tokens removed) into the action; the
+environment's observation is rendered (``observation_format``) and appended as observation
+tokens. The episode ends when the environment says ``done``, after ``max_turns`` actions, or
+when ``max_total_tokens`` would be passed; the last observation is never appended.
+
+Rewards: the sum of the step rewards is handed to reward functions as
+``extra["env_reward"]`` (the ``env_reward`` reward function returns it). With
+``reward = "per_step"`` each step's reward also sits on that step's last generated token
+(``token_rewards``), which discounting estimators (GAE, REINFORCE++) see; with ``final``
+the score sits on the last generated token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from typing import Any, Literal
+
+from pydantic import BaseModel, PositiveFloat, PositiveInt
+
+from rlctl.agents.environment import StepResult, maybe_await
+from rlctl.agents.observation import has_chat_template, observation_ids, text_ids
+from rlctl.agents.trajectory import Trajectory
+from rlctl.config.strict import STRICT_CONFIG
+from rlctl.engines.rollout.contract import SamplingParams
+from rlctl.trainer.worker.agent_loop import AgentLoopSpec, AgentOutput, GenerateFn, PromptRecord
+
+
+class EnvLoopOptions(BaseModel):
+    """Options of the ``env`` agent loop (``[rollout] agent_loop_options``)."""
+
+    model_config = STRICT_CONFIG
+
+    max_turns: PositiveInt = 8
+    """Most actions (generation turns) per episode."""
+    max_total_tokens: PositiveInt = 4096
+    """Most response tokens (actions + observations) per episode."""
+    step_timeout_s: PositiveFloat = 30.0
+    """Seconds an async ``reset`` or ``step`` may take before the session fails."""
+    reward: Literal["final", "per_step"] = "final"
+    """``final``: the summed reward on the last generated token; ``per_step``: each step's
+    reward on that step's last generated token."""
+    observation_format: Literal["auto", "chat", "text"] = "auto"
+    """``chat``: observations are user messages through the chat template; ``text``: their
+    plain tokens; ``auto``: chat when the tokenizer has a template."""
+
+
+class EnvAgentLoop:
+    """Multi-step episodes against a registered environment (see the module docstring)."""
+
+    def __init__(self, spec: AgentLoopSpec) -> None:
+        recipe, registry = spec.recipe, spec.registry
+        self.options = spec.options_as(EnvLoopOptions)
+        self.tokenizer = spec.tokenizer
+        section = recipe.rollout.environment
+        if section is None:
+            raise ValueError("the env agent loop needs an environment: add [rollout.environment]")
+        self.env_options = spec.environment_options()
+        self.factory = registry.load("environment", section.name)
+        self.chat = self.options.observation_format == "chat" or (
+            self.options.observation_format == "auto" and has_chat_template(self.tokenizer)
+        )
+
+    def _obs_ids(self, text: str) -> list[int]:
+        return observation_ids(self.tokenizer, text, mode="chat" if self.chat else "text")
+
+    async def _timed(self, value: Any) -> Any:
+        return await asyncio.wait_for(maybe_await(value), self.options.step_timeout_s)
+
+    async def run(
+        self, prompt: PromptRecord, session_id: int, sampling: SamplingParams, generate: GenerateFn
+    ) -> list[AgentOutput]:
+        o = self.options
+        env = self.factory(self.env_options)
+        try:
+            first = str(await self._timed(env.reset(prompt)) or "")
+            if first and self.chat:
+                raise ValueError(
+                    "with a chat template the environment's reset must return "
+                    '"" (put the first observation into the prompt)'
+                )
+            traj = Trajectory(
+                list(prompt.prompt_ids) + (text_ids(self.tokenizer, first) if first else [])
+            )
+            total, done, info, steps = 0.0, False, {}, 0
+            for turn in range(o.max_turns):
+                budget = o.max_total_tokens - traj.response_tokens
+                if budget <= 0:
+                    break
+                turn_sampling = replace(
+                    sampling, max_new_tokens=min(sampling.max_new_tokens, budget)
+                )
+                traj.add_generation(await generate(traj.context, turn_sampling))
+                action = self.tokenizer.decode(traj.last_turn_ids, skip_special_tokens=True)
+                result = StepResult.of(await self._timed(env.step(action)))
+                steps += 1
+                total += result.reward
+                info = result.info
+                if o.reward == "per_step":
+                    traj.reward_last_turn(result.reward)
+                if result.done or turn == o.max_turns - 1:
+                    done = result.done
+                    break
+                obs = self._obs_ids(result.observation)
+                if traj.response_tokens + len(obs) >= o.max_total_tokens:
+                    break  # no room to act on it: end on the model's own turn
+                traj.add_observation(obs)
+        finally:
+            close = getattr(env, "close", None)
+            if close is not None:
+                await maybe_await(close())
+        out = traj.to_output(
+            reward_ids=traj.last_turn_ids,
+            per_token_rewards=o.reward == "per_step",
+            extra={"env_reward": total, "env_done": done, "env_info": info, "env_steps": steps},
+            metrics={"env_steps": float(steps), "env_done": float(done), "env_reward": total},
+        )
+        return [out]

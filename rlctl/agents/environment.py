@@ -1,0 +1,64 @@
+"""The ``environment`` plugin kind: Gym-style episodes the ``env`` agent loop steps.
+
+A registered target is ``target(options) -> Environment``, called once per episode (so an
+environment keeps its episode state on ``self``). Its methods may be plain or ``async``:
+
+* ``reset(record: PromptRecord) -> str`` - start the episode for this prompt; returns the
+  first observation (``""`` for none; with a chat template it must be ``""``: put it in the
+  prompt);
+* ``step(action: str) -> StepResult`` (or a ``(observation, reward, done, info)`` tuple) -
+  the model's turn as text (special tokens removed);
+* ``close()`` - optional, called when the episode ends, also on errors.
+
+A synchronous ``step`` runs inline on the worker's event loop: make slow steps ``async`` so
+that ``step_timeout_s`` can cut them off.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from rlctl.trainer.worker.agent_loop import PromptRecord
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one step returns."""
+
+    observation: str
+    """What the model reads next (not appended after the last step)."""
+    reward: float = 0.0
+    """This step's reward."""
+    done: bool = False
+    """The episode is over."""
+    info: dict[str, Any] = field(default_factory=dict)
+    """Anything else (passed to reward functions as ``extra["env_info"]``)."""
+
+    @classmethod
+    def of(cls, value: Any) -> StepResult:
+        """Accept a :class:`StepResult` or a Gym-style ``(obs, reward, done, info)`` tuple."""
+        if isinstance(value, StepResult):
+            return value
+        if isinstance(value, tuple) and len(value) == 4:
+            obs, reward, done, info = value
+            return cls(str(obs), float(reward), bool(done), dict(info or {}))
+        raise TypeError(
+            f"an environment's step must return a StepResult or a 4-tuple "
+            f"(observation, reward, done, info), got {type(value).__name__}"
+        )
+
+
+@runtime_checkable
+class Environment(Protocol):
+    """An episode (see the module docstring)."""
+
+    def reset(self, record: PromptRecord) -> Any: ...
+
+    def step(self, action: str) -> Any: ...
+
+
+async def maybe_await(value: Any) -> Any:
+    """The value, awaited when a method was ``async``."""
+    return await value if inspect.isawaitable(value) else value

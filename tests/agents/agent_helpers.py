@@ -1,0 +1,81 @@
+"""Helpers of the agent tests: recipes in code, a scripted policy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlctl.config.recipe import Recipe
+from rlctl.engines.rollout.contract import Generation, SamplingParams
+from rlctl.models.tiny import build_tiny_tokenizer
+from rlctl.registry import get_registry
+from rlctl.trainer.worker.agent_loop import AgentLoopSpec, PromptRecord
+
+TOK = build_tiny_tokenizer()
+
+
+def ids(text: str) -> list[int]:
+    """Tiny-tokenizer ids of ``text`` without ``<bos>`` (``<eos>`` spelt out)."""
+    out: list[int] = []
+    for part in text.split("<eos>"):
+        out += TOK(part, add_special_tokens=False)["input_ids"]
+        out.append(TOK.eos_token_id)
+    return out[:-1]
+
+
+def recipe(**rollout: Any) -> Recipe:
+    base: dict[str, Any] = {
+        "model": {"path": "tiny", "dtype": "float32"},
+        "data": {"task": "count_digits"},  # any source: loops read only the records they get
+        "rollout": {"max_new_tokens": 4, **rollout},
+    }
+    return Recipe.model_validate(base)
+
+
+def build_loop(r: Recipe, tokenizer: Any = TOK) -> Any:
+    """The recipe's agent loop as a rollout worker builds it (options validated at load)."""
+    from rlctl.config.checks import validate_recipe
+    from rlctl.trainer.worker.rollout_worker import build_agent_loop
+
+    return build_agent_loop(validate_recipe(r), get_registry(), tokenizer)
+
+
+def record(text: str = "12=", truth: Any = None, uid: str = "u1") -> PromptRecord:
+    return PromptRecord(
+        uid=uid,
+        prompt_ids=TOK(text)["input_ids"],
+        ground_truth=truth or {"ground_truth": "7", "secret": "7"},
+        data_source="test",
+        prompt=text,
+    )
+
+
+@dataclass
+class ScriptedPolicy:
+    """A deterministic policy: answers turn i with ``turns[i]`` (text), log-prob -0.5 a token.
+
+    It records every request, so a test can check what the engine was given.
+    """
+
+    turns: list[str]
+    version: int = 3
+    requests: list[tuple[list[int], SamplingParams]] = field(default_factory=list)
+    returned: list[list[int]] = field(default_factory=list)
+
+    async def __call__(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
+        self.requests.append((list(prompt_ids), sampling))
+        text = self.turns[min(len(self.requests) - 1, len(self.turns) - 1)]
+        out = ids(text)[: sampling.max_new_tokens]
+        stop = next(
+            (i for i, t in enumerate(out) if t == TOK.eos_token_id or t in sampling.stop_token_ids),
+            None,
+        )
+        out = out if stop is None else out[: stop + 1]
+        self.returned.append(out)
+        return Generation(
+            out, [-0.5] * len(out), "stop" if stop is not None else "length", self.version
+        )
+
+
+def spec(r: Recipe, options: Any = None) -> AgentLoopSpec:
+    return AgentLoopSpec(recipe=r, options=options, tokenizer=TOK, registry=get_registry())
