@@ -74,7 +74,10 @@ print("@@MODULES", ",".join(sorted(sys.modules)), file=sys.stderr)
 
 
 def test_help_import_set_stays_small() -> None:
+    # rlctl's own import set: an installed third-party plugin (CI installs the example one)
+    # imports what its author chose when its module loads.
     env = {k: v for k, v in os.environ.items() if not k.startswith("RLCTL_")}
+    env["RLCTL_PLUGINS"] = "none"
     proc = subprocess.run([sys.executable, "-c", HELP_PROBE], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120, check=False)
     line = [x for x in proc.stderr.splitlines() if x.startswith("@@MODULES ")]
