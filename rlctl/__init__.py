@@ -4,11 +4,21 @@ Importing this package must stay cheap: it imports neither torch, ray nor transf
 (the CLI's ``--help``, ``config`` and ``plugins`` paths rely on it).
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("rlctl")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0+unknown"
+from __future__ import annotations
 
 __all__ = ["__version__"]
+
+
+def __getattr__(name: str) -> str:
+    # Resolved on first use: reading the installed metadata costs tens of ms that every CLI
+    # start (``rlctl --help``) would otherwise pay.
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            value = version("rlctl")
+        except PackageNotFoundError:  # a source tree that was never installed
+            value = "0.0.0+unknown"
+        globals()["__version__"] = value
+        return value
+    raise AttributeError(f"module 'rlctl' has no attribute {name!r}")

@@ -141,21 +141,48 @@ class Registry:
 
     def __init__(self, pm: pluggy.PluginManager, plugins: list[PluginInfo]) -> None:
         self.pm = pm
-        self.plugins = plugins
-        self.failures: list[PluginFailure] = []
+        self._plugins = plugins
+        self._failures: list[PluginFailure] = []
         self._by_kind: dict[str, dict[str, Registration]] = {k: {} for k in KINDS}
+        # Registration hooks run on the first query, not at build time: they import the
+        # option models (pydantic), which `rlctl --help` (it only needs `pm`) must not pay for.
+        self._pending: dict[str, PluginInfo] | None = None
+
+    @property
+    def plugins(self) -> list[PluginInfo]:
+        """The plugins that loaded and were not refused (after collecting)."""
+        self.ensure_collected()
+        return self._plugins
+
+    @property
+    def failures(self) -> list[PluginFailure]:
+        """Plugins that failed to load, register or add commands (after collecting)."""
+        self.ensure_collected()
+        return self._failures
+
+    def record_failure(self, failure: PluginFailure) -> None:
+        """Add a failure without running the registration hooks (the CLI's command hooks)."""
+        self._failures.append(failure)
+
+    def ensure_collected(self) -> None:
+        """Run the registration hooks now if they have not run yet (idempotent)."""
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            self._collect(pending)
 
     # ----------------------------------------------------------------- queries
     def kinds(self) -> list[str]:
         return list(KINDS)
 
     def names(self, kind: str) -> list[str]:
+        self.ensure_collected()
         return sorted(self._by_kind[kind])
 
     def all(self, kind: str) -> list[Registration]:
         return [self._by_kind[kind][n] for n in self.names(kind)]
 
     def find(self, kind: str, name: str) -> Registration | None:
+        self.ensure_collected()
         return self._by_kind[kind].get(name)
 
     def get(self, kind: str, name: str) -> Registration:
@@ -188,8 +215,19 @@ class Registry:
         plugin of that name. ``kwargs`` are the hook's arguments; each implementation gets
         the ones it names (pluggy's rule: an implementation may take fewer).
         """
+        impls = getattr(self.pm.hook, hook).get_hookimpls()
+        pending = self._pending
+        if pending is not None and any(
+            not (i.plugin_name in pending and pending[i.plugin_name].builtin) for i in impls
+        ):
+            # A third-party plugin may yet be refused (and unregistered) when the
+            # registrations are collected; collect first so that a refused plugin's other
+            # hooks do not run. Built-ins keep their names, so `rlctl --help` (built-in
+            # command hooks only) does not pay for collecting.
+            self.ensure_collected()
+            impls = getattr(self.pm.hook, hook).get_hookimpls()
         outcomes = []
-        for impl in getattr(self.pm.hook, hook).get_hookimpls():
+        for impl in impls:
             if plugin is not None and impl.plugin_name != plugin:
                 continue
             try:
@@ -262,9 +300,9 @@ class Registry:
 
     def _refuse(self, plugin_name: str, info: PluginInfo, error: str) -> None:
         """Record why a plugin is out, and take its other hooks (commands, lifecycle) out too."""
-        self.failures.append(PluginFailure(plugin_name, info.module, error))
+        self._failures.append(PluginFailure(plugin_name, info.module, error))
         self.pm.unregister(name=plugin_name)
-        self.plugins = [p for p in self.plugins if p.name != plugin_name]
+        self._plugins = [p for p in self._plugins if p.name != plugin_name]
 
 
 def _make_register(
@@ -331,7 +369,8 @@ def _dist_of(module_name: str) -> tuple[str, str]:
 
 
 def build_registry(*, external: str | None = None, extra: Sequence[object] = ()) -> Registry:
-    """Load built-ins and external plugins and collect their registrations.
+    """Load built-ins and external plugins; their registrations are collected on the first
+    query (``names``, ``find``, ``get``, ``failures``...), so building stays cheap.
 
     ``external`` overrides ``RLCTL_PLUGINS`` (``auto`` | ``none`` | comma list). ``extra``
     plugin objects (modules or instances with hookimpls) are registered too: tests and
@@ -391,8 +430,8 @@ def build_registry(*, external: str | None = None, extra: Sequence[object] = ())
             pm.unregister(bad)
 
     registry = Registry(pm, list(infos.values()))
-    registry.failures.extend(failures)
-    registry._collect(infos)
+    registry._failures.extend(failures)
+    registry._pending = infos
     return registry
 
 

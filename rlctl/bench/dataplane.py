@@ -8,7 +8,13 @@ Throughput is bytes of the batch / seconds, best of ``repeats`` after ``warmup``
 rounds (the machine is shared; the best run is the least disturbed one; warm-up pages in
 fresh shared memory, which otherwise penalises whichever backend runs first). Readiness is
 the time from a writer actor's last terminal put returning to ``ReplayBuffer.sample``
-returning in the driver (median).
+returning in the driver (median). Small puts: 8 threads of the driver share ``small_puts``
+single-key puts (8 int64 and a status tag each, what a rollout session writes); puts/s.
+
+Between repetitions the benchmark waits ``settle_s`` after the clear. The object store frees
+cleared blocks asynchronously, so a put issued at once lands on fresh shared memory and pays a
+page fault per 4 KiB (60-250 ms for 72 MiB here, more than the copy itself); a training step
+is seconds long, so a run's puts reuse the freed pages. The pause applies to every backend.
 """
 
 from __future__ import annotations
@@ -53,6 +59,8 @@ class BenchConfig:
     readiness_trials: int = 7
     seed: int = 0
     zero_copy_row: bool = True  # also measure ray with zero_copy_reads (views, no read copy)
+    settle_s: float = 0.25  # pause after each repetition's clear (see the module docstring)
+    small_puts: int = 2000  # single-key puts shared by 8 writer threads; 0 skips
     options: dict[str, dict[str, Any]] = field(default_factory=dict)  # backend -> options
 
 
@@ -161,6 +169,7 @@ def bench_backend(backend: str, cfg: BenchConfig, peer, batch, nbytes: int) -> d
                 gets.append(get_s)
             del td
             plane.kv_clear(keys, partition)
+            time.sleep(cfg.settle_s)
     finally:
         plane.close()
     return {
@@ -188,6 +197,7 @@ def bench_baseline(cfg: BenchConfig, peer, batch, nbytes: int) -> dict[str, floa
         back = ray.get(peer.fetch.remote(), timeout=PEER_TIMEOUT_S)
         get_s = time.perf_counter() - t0
         del back
+        time.sleep(cfg.settle_s)
         if rep >= cfg.warmup:
             puts.append(put_s)
             gets.append(get_s)
@@ -233,6 +243,46 @@ def bench_readiness(backend: str, cfg: BenchConfig, peer) -> float:
     return max(0.0, statistics.median(latencies))
 
 
+SMALL_PUT_WRITERS = 8
+
+
+def bench_small_puts(backend: str, cfg: BenchConfig) -> float:
+    """Single-key puts per second, ``cfg.small_puts`` shared by 8 threads of this process."""
+    plane = open_data_plane(
+        backend, cfg.options.get(backend, {}), run_id=f"small{uuid.uuid4().hex[:8]}"
+    )
+    per_writer = max(1, cfg.small_puts // SMALL_PUT_WRITERS)
+    errors: list[BaseException] = []
+    start = threading.Barrier(SMALL_PUT_WRITERS + 1)
+
+    def writer(w: int) -> None:
+        start.wait()
+        try:
+            for i in range(per_writer):
+                x = torch.arange(8) + i
+                plane.kv_put(f"w{w}s{i}_0_0", "small", {"x": x}, {"status": "success"})
+        except BaseException as exc:  # noqa: BLE001 -- re-raised below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(SMALL_PUT_WRITERS)]
+    try:
+        plane.kv_put("warm_0_0", "warm", tag={"status": "success"})  # start the index actor
+        for t in threads:
+            t.start()
+        start.wait()
+        t0 = time.perf_counter()
+        for t in threads:
+            t.join(timeout=600)
+        elapsed = time.perf_counter() - t0
+        if errors:
+            raise errors[0]
+        if any(t.is_alive() for t in threads):
+            raise RuntimeError("small-put writers did not finish within 600 s")
+    finally:
+        plane.close()
+    return per_writer * SMALL_PUT_WRITERS / elapsed
+
+
 def run_bench(cfg: BenchConfig) -> dict[str, Any]:
     """Measure every backend, the baseline and readiness; returns the JSON-able result."""
     started = _ensure_ray()
@@ -252,7 +302,8 @@ def run_bench(cfg: BenchConfig) -> dict[str, Any]:
         )
         readiness = bench_readiness(ready_backend, cfg, peer)
         ray.kill(peer)
-        return {"rows": rows, "readiness_ms": readiness}
+        small = {b: bench_small_puts(b, cfg) for b in cfg.backends} if cfg.small_puts else {}
+        return {"rows": rows, "readiness_ms": readiness, "small_puts_per_s": small}
     finally:
         if started:
             ray.shutdown()
@@ -287,4 +338,8 @@ def format_table(result: dict[str, Any], cfg: BenchConfig) -> str:
     lines.append(
         f"readiness (last put -> ReplayBuffer.sample returns): {result['readiness_ms']:.1f} ms"
     )
+    small = result.get("small_puts_per_s") or {}
+    if small:
+        listed = ", ".join(f"{name} {rate:.0f}/s" for name, rate in small.items())
+        lines.append(f"single-key puts, {SMALL_PUT_WRITERS} writer threads: {listed}")
     return "\n".join(lines)

@@ -67,7 +67,7 @@ def add_plugin_commands(app: typer.Typer) -> None:
     for outcome in registry.call_each("register_commands", cli=app):
         if outcome.error is not None:  # a broken plugin must not break the CLI
             error = outcome.error
-            registry.failures.append(
+            registry.record_failure(
                 PluginFailure(outcome.plugin, outcome.plugin,
                               f"register_commands raised {type(error).__name__}: {error}")
             )

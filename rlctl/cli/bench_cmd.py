@@ -31,6 +31,12 @@ def bench_dataplane(
     ),
     repeats: int = typer.Option(5, min=1, help="Repetitions; the best is reported."),
     warmup: int = typer.Option(2, min=0, help="Untimed repetitions before the timed ones."),
+    settle_ms: int = typer.Option(
+        250, min=0, help="Pause after each repetition's clear (the store frees asynchronously)."
+    ),
+    small_puts: int = typer.Option(
+        2000, min=0, help="Single-key puts shared by 8 writer threads (puts/s); 0 skips."
+    ),
     zero_copy_row: bool = typer.Option(
         True, help="With ray: also measure ray with zero_copy_reads (row 'ray+zero_copy_reads')."
     ),
@@ -55,6 +61,8 @@ def bench_dataplane(
         repeats=repeats,
         warmup=warmup,
         zero_copy_row=zero_copy_row,
+        settle_s=settle_ms / 1000,
+        small_puts=small_puts,
     )
     result = run_bench(cfg)
     typer.echo(json.dumps(result) if json_out else format_table(result, cfg))

@@ -318,6 +318,9 @@ class AlgorithmSection(Section):
     """DAPO's dynamic sampling (drop groups whose rewards are all equal, draw again)."""
     overlong: OverlongSection = OverlongSection()
     """DAPO's overlong reward shaping and overlong filtering."""
+    old_log_prob_pass: Literal["auto", "always"] = "auto"
+    """``auto``: skip the old log-prob forward when the update is provably on-policy and take them
+    from the update's own forward (docs/trainer.md); ``always``: run it every step."""
 
     @model_validator(mode="after")
     def _tis_cap_or_correction(self) -> AlgorithmSection:

@@ -16,6 +16,7 @@ from typing import Any
 from rlctl.dataplane.contract import MissingFieldError, UnknownKeyError, describe_keys
 
 Loc = tuple[int, int]  # (block_id, row within the block)
+_NO_LOCS: dict[str, Loc] = {}  # read-only stand-in for a key that has tags but no data
 
 
 @dataclass
@@ -56,22 +57,31 @@ class KeyIndex:
         if fields:
             block_id = self._next_block
             self._next_block += 1
-            self._blocks[block_id] = [handle, 0]
+            # Every (key, field) pair references the block; overwrites below release theirs.
+            self._blocks[block_id] = [handle, len(keys) * len(fields)]
+            all_locs = part.locs
             for row, key in enumerate(keys):
-                key_locs = part.locs.setdefault(key, {})
+                key_locs = all_locs.get(key)
+                if key_locs is None:  # a key's first data: no old locations to release
+                    all_locs[key] = dict.fromkeys(fields, (block_id, row))
+                    continue
                 for name in fields:
                     old = key_locs.get(name)
                     if old is not None:
                         self._release(old[0])
                     key_locs[name] = (block_id, row)
-                self._blocks[block_id][1] += len(fields)
-        for i, key in enumerate(keys):
-            # A key exists once anything (data or tags) was put for it.
-            merged = part.tags.setdefault(key, {})
-            if tags is not None and tags[i]:
-                merged.update(tags[i])
-        if tags is not None and any(tags):
-            part.version += 1
+        all_tags = part.tags
+        if tags is None:
+            for key in keys:
+                # A key exists once anything (data or tags) was put for it.
+                all_tags.setdefault(key, {})
+        else:
+            for key, tag in zip(keys, tags, strict=True):
+                merged = all_tags.setdefault(key, {})
+                if tag:
+                    merged.update(tag)
+            if any(tags):
+                part.version += 1
         return part.version
 
     def clear(self, partition_id: str, keys: Sequence[str]) -> int:
@@ -114,27 +124,28 @@ class KeyIndex:
             )
         handles: dict[int, Any] = {}
         out: dict[str, list[Loc]] = {}
+        key_locs = [part.locs.get(k, _NO_LOCS) for k in keys]  # type: ignore[union-attr]
         for name in fields:
-            locs, lacking = [], []
-            for key in keys:
-                loc = part.locs.get(key, {}).get(name)  # type: ignore[union-attr]
-                if loc is None:
-                    lacking.append(key)
-                    continue
-                locs.append(loc)
-                handles.setdefault(loc[0], self._blocks[loc[0]][0])
-            if lacking:
-                key_locs = part.locs  # type: ignore[union-attr]
-                present = sorted({f for k in keys for f in key_locs.get(k, {})})
-                raise MissingFieldError(
-                    f"field {name!r} is not written for {len(lacking)} of {len(keys)} key(s) in "
-                    f"partition {partition_id!r}: {describe_keys(lacking)}; fields present on "
-                    f"these keys: {present or 'none'}",
-                    field=name,
-                    keys=lacking,
-                )
+            try:
+                locs = [kl[name] for kl in key_locs]
+            except KeyError:
+                raise self._missing(part, partition_id, keys, name) from None  # type: ignore[arg-type]
+            for block_id in {loc[0] for loc in locs}:
+                handles[block_id] = self._blocks[block_id][0]
             out[name] = locs
         return Located(handles, out)
+
+    @staticmethod
+    def _missing(part: _Partition, partition_id: str, keys: Sequence[str], name: str) -> Exception:
+        lacking = [k for k in keys if name not in part.locs.get(k, _NO_LOCS)]
+        present = sorted({f for k in keys for f in part.locs.get(k, _NO_LOCS)})
+        return MissingFieldError(
+            f"field {name!r} is not written for {len(lacking)} of {len(keys)} key(s) in "
+            f"partition {partition_id!r}: {describe_keys(lacking)}; fields present on "
+            f"these keys: {present or 'none'}",
+            field=name,
+            keys=lacking,
+        )
 
     def block_count(self) -> int:
         """Live blocks (tests check that clears free memory)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, PositiveFloat, PositiveInt
+from pydantic import BaseModel, Field, NonNegativeInt, PositiveFloat, PositiveInt
 
 from rlctl.config.strict import STRICT_CONFIG
 
@@ -29,6 +29,9 @@ class RayOptions(BaseModel):
     """Seconds any single call to the index actor or object store may take before failing."""
     zero_copy_reads: bool = False
     """Return views of the object store where possible; writing into them corrupts stored data."""
+    inline_max_bytes: NonNegativeInt = 65536
+    """Puts of at most this many tensor bytes skip the object store and live in the index actor (one
+    round trip); 0 sends every put through the object store."""
 
 
 class TransferQueueOptions(BaseModel):

@@ -1,9 +1,11 @@
 """The index actor behind the ``ray`` and ``transferqueue`` data planes.
 
 One async actor (``num_cpus=0``) per run holds keys, tags and, per key and field, the block
-(a Ray ``ObjectRef`` owned by this actor, or a field-kind map for transferqueue) and row
-where the value lives. Its methods never ``await`` in the middle of an update, and the event
-loop runs one at a time, so a tag merge is atomic however many processes write.
+(a Ray ``ObjectRef`` this actor borrows, a small block itself, or a field-kind map for
+transferqueue) and row where the value lives. Its methods never ``await`` in the middle of an
+update, and the event loop runs one at a time, so a tag merge is atomic however many
+processes write. Everything but ``watch`` arrives through ``batch``: a list of calls applied
+in order in one turn, which is how concurrent callers of one process share a round trip.
 
 ``watch`` is the push half of readiness: it parks the caller until a tag change bumps the
 partition's version, so the ReplayBuffer learns of the last terminal sample within one actor
@@ -19,11 +21,12 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import ray
 
 from rlctl.dataplane.contract import DataPlaneClosedError, DataPlaneError
+from rlctl.dataplane.index_batch import GroupCommit
 from rlctl.dataplane.key_index import KeyIndex
 
 Reply = tuple[str, Any]  # ("ok", value) or ("err", DataPlaneError): errors travel clean
@@ -36,6 +39,8 @@ class IndexActor:
     def __init__(self) -> None:
         self._index = KeyIndex()
         self._changed: asyncio.Event | None = None
+        self._batches = 0  # batch calls received, and the calls they carried (see stats)
+        self._calls = 0
 
     def _bump(self) -> None:
         # Wake every watcher; each re-checks its own partition's version.
@@ -43,7 +48,8 @@ class IndexActor:
             self._changed.set()
         self._changed = asyncio.Event()
 
-    async def put(
+    # One synchronous body per call: no ``await`` inside, so each runs atomically.
+    def _put(
         self,
         partition_id: str,
         keys: Sequence[str],
@@ -59,21 +65,51 @@ class IndexActor:
             self._bump()
         return ("ok", version)
 
-    async def locate(self, partition_id: str, keys: Sequence[str], fields: Sequence[str]) -> Reply:
-        try:
-            located = self._index.locate(partition_id, keys, fields)
-        except DataPlaneError as exc:
-            return ("err", exc)
+    def _locate(self, partition_id: str, keys: Sequence[str], fields: Sequence[str]) -> Reply:
+        located = self._index.locate(partition_id, keys, fields)
         boxed = {bid: [h] for bid, h in located.handles.items()}
         return ("ok", (boxed, located.locs))
 
-    async def list(self, partition_id: str) -> Reply:
+    def _list(self, partition_id: str) -> Reply:
         return ("ok", self._index.list(partition_id))
 
-    async def clear(self, partition_id: str, keys: Sequence[str]) -> Reply:
+    def _clear(self, partition_id: str, keys: Sequence[str]) -> Reply:
         self._index.clear(partition_id, keys)
         self._bump()
         return ("ok", None)
+
+    def _block_count(self) -> Reply:
+        return ("ok", self._index.block_count())
+
+    def _stats(self) -> Reply:
+        # How well concurrent callers share round trips (tests and the benchmark read it).
+        return ("ok", {"batches": self._batches, "calls": self._calls})
+
+    # What a batch may run (``watch`` parks, so it never joins one).
+    _OPS: ClassVar[dict[str, Any]] = {
+        "put": _put,
+        "locate": _locate,
+        "list": _list,
+        "clear": _clear,
+        "block_count": _block_count,
+        "stats": _stats,
+    }
+
+    def _apply(self, op: str, args: Sequence[Any]) -> Reply:
+        method = self._OPS.get(op)
+        if method is None:
+            return ("err", DataPlaneError(f"the index actor has no operation {op!r}"))
+        try:
+            return method(self, *args)
+        except DataPlaneError as exc:
+            return ("err", exc)
+
+    async def batch(self, ops: Sequence[tuple[str, Sequence[Any]]]) -> list[Reply]:
+        """Apply ``ops`` (``(name, args)``) in order within one event-loop turn: the calls of
+        several client threads cost one round trip, and no other call runs in between."""
+        self._batches += 1
+        self._calls += len(ops)
+        return [self._apply(op, args) for op, args in ops]
 
     async def watch(self, partition_id: str, version: int, timeout: float) -> Reply:
         deadline = time.monotonic() + max(0.0, timeout)
@@ -89,9 +125,6 @@ class IndexActor:
                 break
         return ("ok", self._index.version(partition_id))
 
-    async def block_count(self) -> Reply:
-        return ("ok", self._index.block_count())
-
 
 def unwrap(reply: Reply) -> Any:
     """The value of an index reply, or raise the data-plane error it carries."""
@@ -101,10 +134,13 @@ def unwrap(reply: Reply) -> Any:
     return value
 
 
-def call(ref: Any, timeout: float, what: str) -> Any:
-    """``ray.get`` an index call with a timeout; actor death and timeouts become clear errors."""
+def call(ref: Any, timeout: float, what: str, *, raw: bool = False) -> Any:
+    """``ray.get`` an index call with a timeout; actor death and timeouts become clear errors.
+
+    Returns the reply's value (its error raised), or with ``raw`` the result as it came.
+    """
     try:
-        return unwrap(ray.get(ref, timeout=timeout))
+        result = ray.get(ref, timeout=timeout)
     except ray.exceptions.GetTimeoutError:
         raise DataPlaneError(
             f"the data-plane index actor did not answer {what} within {timeout:.0f} s "
@@ -115,6 +151,7 @@ def call(ref: Any, timeout: float, what: str) -> Any:
             f"the data-plane index actor died during {what}; the run's stored samples are lost "
             f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
         ) from None
+    return result if raw else unwrap(result)
 
 
 def get_or_create(name: str, namespace: str) -> Any:
@@ -137,19 +174,36 @@ class IndexActorClient:
         # Connection info only (the actor handle); never the data.
         return (reconnect, (type(self), self.options, self.run_id, self._index))
 
+    def _index_call(self, op: str, *args: Any, what: str = "") -> Any:
+        """``op(*args)`` in the index actor, batched with this process's concurrent calls."""
+        batches = self.__dict__.get("_batches")
+        if batches is None:  # one per handle; setdefault keeps a single one under races
+            # A queued call waits for the batch in flight, then its own (each bounded by
+            # the call timeout), plus slack.
+            wait_s = 2 * self.options.call_timeout_s + 30
+            batches = self.__dict__.setdefault("_batches", GroupCommit(self._send_batch, wait_s))
+        return unwrap(batches.call((op, args), what or op))
+
+    def _send_batch(self, ops: list[tuple[str, tuple[Any, ...]]], what: str) -> list[Reply]:
+        try:
+            ref = self._index.batch.remote(ops)
+        except TypeError:
+            # One caller's arguments do not serialise: send each on its own so that only that
+            # caller gets the error, not every thread that happened to share its batch.
+            if len(ops) == 1:
+                raise
+            return [_reply_or_error(self._send_batch, op, what) for op in ops]
+        return call(ref, self.options.call_timeout_s, what, raw=True)
+
     def _index_put(self, partition_id: str, keys: list[str], tags, box, names: list[str]) -> None:
         """Register ``keys``' fields ``names`` (block handle in ``box``) and a copy of their
         tags."""
         tags = None if tags is None else [dict(t) for t in tags]
-        call(
-            self._index.put.remote(partition_id, keys, tags, box, names),
-            self.options.call_timeout_s,
-            "put",
-        )
+        self._index_call("put", partition_id, keys, tags, box, names)
 
     def kv_list(self, partition_id: str) -> dict[str, dict[str, Any]]:
         self._check_open()
-        return call(self._index.list.remote(partition_id), self.options.call_timeout_s, "list")
+        return self._index_call("list", partition_id)
 
     def kv_watch(self, partition_id: str, version: int, timeout: float) -> int:
         self._check_open()
@@ -164,6 +218,13 @@ class IndexActorClient:
         # The actor may already be gone with its cluster (ray.shutdown before close).
         with contextlib.suppress(ValueError, ray.exceptions.RayError):
             ray.kill(self._index)
+
+
+def _reply_or_error(send: Any, op: tuple[str, tuple[Any, ...]], what: str) -> Reply:
+    try:
+        return send([op], what)[0]
+    except TypeError as exc:
+        return ("err", exc)
 
 
 def reconnect(cls: type, options: Any, run_id: str, index: Any) -> Any:

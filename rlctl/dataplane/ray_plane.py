@@ -3,8 +3,11 @@
 A put encodes the fields as numpy columns (zero-copy views of the caller's tensors),
 ``ray.put``s them once as a block (owned by the writing process, per Ray's ownership model:
 it lives as long as the writer, so write from actors or the driver), and registers
-``(block, row)`` per key and field with the actor. A get asks the actor where the rows are,
-``ray.get``s the blocks (on the same node these are
+``(block, row)`` per key and field with the actor. A block of at most ``inline_max_bytes``
+(a few samples' scalars, a tag-sized put) skips the object store: it travels inside the index
+call and the index actor holds it. Index calls that threads of one process make at the same
+time share one actor round trip (:mod:`rlctl.dataplane.index_batch`). A get asks the actor
+where the rows are, ``ray.get``s the blocks (on the same node these are
 zero-copy views of shared memory, never unpickled from a socket) and gathers the rows into
 fresh tensors with one copy per field. With ``zero_copy_reads`` a read of rows that one put
 wrote together returns views of shared memory instead (no copy at all): such tensors must be
@@ -26,7 +29,7 @@ from rlctl.dataplane import columns
 from rlctl.dataplane.block_plane import BlockDataPlane
 from rlctl.dataplane.contract import DataPlaneError, Layout, describe_keys
 from rlctl.dataplane.options import RayOptions
-from rlctl.dataplane.ray_index import IndexActorClient, call, get_or_create
+from rlctl.dataplane.ray_index import IndexActorClient, get_or_create
 
 
 class RayDataPlane(IndexActorClient, BlockDataPlane):
@@ -57,19 +60,24 @@ class RayDataPlane(IndexActorClient, BlockDataPlane):
         self._check_open()
         box, names = None, []
         if block:
-            # The block holds views of the caller's tensors: ray.put copies them into the
-            # object store once. The writer owns the block (Ray's ownership model; ``_owner``
-            # is gone since Ray 2.56): it lives as long as this process does. Writers are
-            # long-lived worker actors or the driver, never short Ray tasks.
-            box = [ray.put(columns.to_numpy(block))]
+            arrays = columns.to_numpy(block)
+            if _tensor_bytes(arrays) <= self.options.inline_max_bytes:
+                # Small: the block rides in the index call (Ray inlines small arguments) and
+                # lives in the index actor, saving an object-store put and a read's fetch.
+                # As plain tuples of numpy arrays: a Column would make the actor import torch.
+                box = [{n: (c.kind, c.data, c.offsets, c.dtype) for n, c in arrays.items()}]
+            else:
+                # The block holds views of the caller's tensors: ray.put copies them into the
+                # object store once. The writer owns the block (Ray's ownership model;
+                # ``_owner`` is gone since Ray 2.56): it lives as long as this process does.
+                # Writers are long-lived worker actors or the driver, never short Ray tasks.
+                box = [ray.put(arrays)]
             names = list(block)
         self._index_put(partition_id, keys, tags, box, names)
 
     def kv_clear(self, keys: Sequence[str], partition_id: str) -> None:
         self._check_open()
-        call(
-            self._index.clear.remote(partition_id, list(keys)), self.options.call_timeout_s, "clear"
-        )
+        self._index_call("clear", partition_id, list(keys))
 
     # ------------------------------------------------------------------ reads
     def _read(
@@ -80,14 +88,16 @@ class RayDataPlane(IndexActorClient, BlockDataPlane):
         layout: Layout,
         pad_value: float,
     ) -> TensorDict:
-        boxed, locs = call(
-            self._index.locate.remote(partition_id, keys, fields),
-            self.options.call_timeout_s,
-            "get",
-        )
-        ids = list(boxed)
+        boxed, locs = self._index_call("locate", partition_id, keys, fields, what="get")
+        # Each handle is an ObjectRef, or an inline block the index actor held (plain tuples).
+        blocks = {}
+        for bid, (handle,) in boxed.items():
+            blocks[bid] = handle if isinstance(handle, ray.ObjectRef) else {
+                n: columns.Column(*parts) for n, parts in handle.items()
+            }
+        ids = [bid for bid, h in blocks.items() if isinstance(h, ray.ObjectRef)]
         try:
-            fetched = ray.get([boxed[b][0] for b in ids], timeout=self.options.call_timeout_s)
+            fetched = ray.get([blocks[b] for b in ids], timeout=self.options.call_timeout_s)
         except ray.exceptions.GetTimeoutError:
             raise DataPlaneError(
                 f"reading {len(ids)} block(s) from the Ray object store took over "
@@ -99,7 +109,7 @@ class RayDataPlane(IndexActorClient, BlockDataPlane):
                 "by a process that has exited, and Ray dropped its objects with it; write "
                 f"from long-lived actors or the driver ({type(exc).__name__})"
             ) from None
-        blocks = dict(zip(ids, fetched, strict=True))
+        blocks.update(zip(ids, fetched, strict=True))
         return columns.assemble(
             blocks,
             locs,
@@ -111,7 +121,12 @@ class RayDataPlane(IndexActorClient, BlockDataPlane):
 
     def block_count(self) -> int:
         """Blocks still referenced (tests check that clears release object-store memory)."""
-        return call(self._index.block_count.remote(), self.options.call_timeout_s, "block_count")
+        return self._index_call("block_count")
+
+    def index_stats(self) -> dict[str, int]:
+        """``{"batches", "calls"}`` the index actor received: calls / batches is how many
+        calls shared a round trip on average."""
+        return self._index_call("stats")
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -121,3 +136,13 @@ class RayDataPlane(IndexActorClient, BlockDataPlane):
         self._closed = True
         if self._creator:
             self._end_index()
+
+
+def _tensor_bytes(block: columns.Block) -> float:
+    """Bytes of a block's tensor columns; infinite with an object column (size unknown)."""
+    total = 0
+    for col in block.values():
+        if col.kind == "object":
+            return float("inf")
+        total += col.data.nbytes + (0 if col.offsets is None else col.offsets.nbytes)
+    return total

@@ -44,7 +44,7 @@ from rlctl.dataplane.contract import (
     ShapeMismatchError,
 )
 from rlctl.dataplane.options import TransferQueueOptions
-from rlctl.dataplane.ray_index import IndexActorClient, call, get_or_create
+from rlctl.dataplane.ray_index import IndexActorClient, get_or_create
 
 TQ_CONTROLLER_NAME = ("TransferQueueController", "transfer_queue")
 
@@ -160,7 +160,7 @@ class TransferQueueDataPlane(IndexActorClient, BlockDataPlane):
     def kv_clear(self, keys: Sequence[str], partition_id: str) -> None:
         self._check_open()
         keys = list(keys)
-        call(self._index.clear.remote(partition_id, keys), self.options.call_timeout_s, "clear")
+        self._index_call("clear", partition_id, keys)
         if keys:
             self._tq_call(self._tq.kv_clear, "clear", keys, partition_id)
 
@@ -175,11 +175,7 @@ class TransferQueueDataPlane(IndexActorClient, BlockDataPlane):
     ) -> TensorDict:
         if layout not in ("jagged", "padded"):
             raise ValueError(f"layout must be 'jagged' or 'padded', got {layout!r}")
-        boxed, locs = call(
-            self._index.locate.remote(partition_id, keys, fields),
-            self.options.call_timeout_s,
-            "get",
-        )
+        boxed, locs = self._index_call("locate", partition_id, keys, fields, what="get")
         if not keys or not fields:
             return TensorDict({}, batch_size=[len(keys)])
         got = self._tq_call(

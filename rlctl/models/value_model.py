@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -27,9 +29,14 @@ class ValueModel(nn.Module):
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
         position_ids: torch.Tensor | None = None,
+        **attention: Any,
     ) -> torch.Tensor:
+        """``attention``: keywords for the attention function (packed rows' ``cu_seq_lens_q``)."""
+        # No KV cache: a training forward needs none, and with one transformers would not
+        # read packed position ids as separate sequences (rlctl.engines.train.packing).
         hidden = self.trunk(
-            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids
+            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+            use_cache=False, **attention,
         ).last_hidden_state  # [B, L, H]
         # sum over the size-1 head dim (not squeeze): FSDP2 warns when a root output is a view.
         return self.value_head(hidden).float().sum(-1)  # [B, L]

@@ -6,12 +6,13 @@ Each target is called as ``target(options, *, run_id) -> DataPlane``.
 
 from __future__ import annotations
 
-from rlctl.dataplane.options import MemoryOptions, RayOptions, TransferQueueOptions
 from rlctl.hookspecs import hookimpl
 
 
 @hookimpl
 def register_data_planes(register) -> None:
+    # Imported on use: the registry imports this module for `rlctl --help` (no pydantic).
+    from rlctl.dataplane.options import MemoryOptions, RayOptions, TransferQueueOptions
     register(
         "memory",
         "rlctl.dataplane.memory:MemoryDataPlane",

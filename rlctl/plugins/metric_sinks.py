@@ -13,13 +13,6 @@ import importlib.util
 from typing import TYPE_CHECKING, Any
 
 from rlctl.hookspecs import hookimpl
-from rlctl.sinks.options import (
-    ConsoleSinkOptions,
-    JsonlSinkOptions,
-    MlflowSinkOptions,
-    TensorBoardSinkOptions,
-    WandbSinkOptions,
-)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -36,6 +29,14 @@ _OPTIONAL_PACKAGES: dict[str, str] = {
 
 @hookimpl
 def register_metric_sinks(register: Callable[..., None]) -> None:
+    # Imported on use: the registry imports this module for `rlctl --help` (no pydantic).
+    from rlctl.sinks.options import (
+        ConsoleSinkOptions,
+        JsonlSinkOptions,
+        MlflowSinkOptions,
+        TensorBoardSinkOptions,
+        WandbSinkOptions,
+    )
     register(
         "console",
         "rlctl.sinks.console:make_console_sink",

@@ -9,15 +9,16 @@ this module imports neither torch nor transformers.
 from __future__ import annotations
 
 from rlctl.hookspecs import hookimpl
-from rlctl.rewards.gsm8k import Gsm8kOptions
-from rlctl.rewards.judge import LLMJudgeOptions
-from rlctl.rewards.match import DigitsMatchOptions, ExactMatchOptions
-from rlctl.rewards.reward_model import RewardModelOptions
-from rlctl.rewards.shaping import LengthPenaltyOptions
 
 
 @hookimpl
 def register_reward_functions(register) -> None:  # type: ignore[no-untyped-def]
+    # Imported on use: the registry imports this module for `rlctl --help` (no pydantic).
+    from rlctl.rewards.gsm8k import Gsm8kOptions
+    from rlctl.rewards.judge import LLMJudgeOptions
+    from rlctl.rewards.match import DigitsMatchOptions, ExactMatchOptions
+    from rlctl.rewards.reward_model import RewardModelOptions
+    from rlctl.rewards.shaping import LengthPenaltyOptions
     register(
         "digits_match",
         "rlctl.rewards.match:digits_match",

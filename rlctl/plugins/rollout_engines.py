@@ -4,20 +4,24 @@ mode)."""
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
-from rlctl.config.problems import ConfigProblem
-from rlctl.config.recipe import Recipe
-from rlctl.engines.rollout.hf.options import HFRolloutOptions
-from rlctl.engines.rollout.server.options import INTERPRETER_FIX, interpreter_problem
-from rlctl.engines.rollout.sglang.options import SGLangOptions
-from rlctl.engines.rollout.vllm.options import VLLMOptions
 from rlctl.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from rlctl.config.problems import ConfigProblem
+    from rlctl.config.recipe import Recipe
 
 SERVER_ENGINES = ("vllm", "sglang")
 
 
 @hookimpl
 def register_rollout_engines(register) -> None:  # type: ignore[no-untyped-def]
+    # Imported on use: the registry imports this module for `rlctl --help` (no pydantic).
+    from rlctl.engines.rollout.hf.options import HFRolloutOptions
+    from rlctl.engines.rollout.sglang.options import SGLangOptions
+    from rlctl.engines.rollout.vllm.options import VLLMOptions
+
     register(
         "hf",
         "rlctl.engines.rollout.hf.engine:HFRolloutEngine",
@@ -52,6 +56,9 @@ def validate_config(recipe: Recipe) -> list[ConfigProblem]:
     python = rollout.options.get("python") if rollout.backend in SERVER_ENGINES else None
     if not isinstance(python, str) or not os.path.isabs(python):
         return []
+    from rlctl.config.problems import ConfigProblem
+    from rlctl.engines.rollout.server.options import INTERPRETER_FIX, interpreter_problem
+
     problem = interpreter_problem(python)
     if problem is None:
         return []

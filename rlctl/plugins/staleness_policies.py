@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from rlctl.algorithms.staleness import BoundedOptions
 from rlctl.hookspecs import hookimpl
 
 
 @hookimpl
 def register_staleness_policies(register) -> None:
+    # Imported on use: the registry imports this module for `rlctl --help` (no pydantic).
+    from rlctl.algorithms.staleness import BoundedOptions
     register(
         "on_policy",
         "rlctl.algorithms.staleness:OnPolicy",

@@ -7,16 +7,17 @@ independent stream (use ``"val"`` for validation prompts).
 from __future__ import annotations
 
 from rlctl.hookspecs import hookimpl
-from rlctl.tasks.synthetic import (
-    CountDigitsOptions,
-    MaxDigitOptions,
-    ReverseDigitsOptions,
-    SortDigitsOptions,
-)
 
 
 @hookimpl
 def register_tasks(register) -> None:  # type: ignore[no-untyped-def]
+    # Imported on use: the registry imports this module for `rlctl --help` (no pydantic).
+    from rlctl.tasks.synthetic import (
+        CountDigitsOptions,
+        MaxDigitOptions,
+        ReverseDigitsOptions,
+        SortDigitsOptions,
+    )
     register(
         "count_digits",
         "rlctl.tasks.synthetic:count_digits",

@@ -6,14 +6,15 @@ Each is ``sync(weights, engine, version)``; its options are
 
 from __future__ import annotations
 
-from rlctl.engines.rollout.sglang.options import SGLangWeightSyncOptions
-from rlctl.engines.rollout.vllm.options import VLLMWeightSyncOptions
-from rlctl.engines.rollout.weight_sync import InProcessOptions
 from rlctl.hookspecs import hookimpl
 
 
 @hookimpl
 def register_weight_syncs(register) -> None:  # type: ignore[no-untyped-def]
+    # Imported on use: the registry imports this module for `rlctl --help` (no pydantic).
+    from rlctl.engines.rollout.sglang.options import SGLangWeightSyncOptions
+    from rlctl.engines.rollout.vllm.options import VLLMWeightSyncOptions
+    from rlctl.engines.rollout.weight_sync import InProcessOptions
     register(
         "in_process",
         "rlctl.engines.rollout.weight_sync:InProcessWeightSync",

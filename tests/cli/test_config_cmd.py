@@ -156,6 +156,7 @@ lam = 1.0
 norm_adv_by_std = true
 shuffle_minibatches = true
 estimator_options = {}
+old_log_prob_pass = "auto"
 
 [algorithm.loss]
 policy_loss = "vanilla"

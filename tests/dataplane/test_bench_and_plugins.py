@@ -85,12 +85,18 @@ def test_bench_json_output(ray_cluster, tq_plane_session):
             "1",
             "--warmup",
             "0",
+            "--settle-ms",
+            "0",
+            "--small-puts",
+            "40",
             "--json",
         ],
     )
     assert result.exit_code == 0, result.output
     data = json.loads(result.output.strip().splitlines()[-1])
-    assert set(data) == {"rows", "readiness_ms"}
+    assert set(data) == {"rows", "readiness_ms", "small_puts_per_s"}
+    assert set(data["small_puts_per_s"]) == {"ray", "transferqueue"}
+    assert all(rate > 0 for rate in data["small_puts_per_s"].values())
     names = [r["backend"] for r in data["rows"]]
     assert names[0] == "ray" and "transferqueue" in names and names[-1] == "baseline"
     for row in data["rows"]:

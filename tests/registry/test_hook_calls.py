@@ -83,3 +83,38 @@ def test_every_kind_is_declared_once_on_its_hook() -> None:
     registry = build_registry(external="none")
     assert registry.kinds() == list(PLUGIN_KINDS)
     assert all(registry.names(kind) for kind in registry.kinds())  # built-ins fill every kind
+
+
+class _RefusedWithAStepHook:
+    """Claims a built-in name (so it is refused) and also has a lifecycle hook."""
+
+    def __init__(self) -> None:
+        self.steps: list[int] = []
+
+    @hookimpl
+    def register_tasks(self, register) -> None:  # type: ignore[no-untyped-def]
+        register("count_digits", "rlctl.tasks.synthetic:count_digits")
+
+    @hookimpl
+    def on_step_end(self, step) -> None:  # type: ignore[no-untyped-def]
+        self.steps.append(step)
+
+
+def test_registrations_are_collected_on_first_query_and_refusal_still_holds() -> None:
+    refused = _RefusedWithAStepHook()
+    registry = build_registry(external="none", extra=[refused])
+    assert registry._pending is not None  # building ran no registration hook (cheap --help)
+    # Calling a hook a third-party plugin implements collects first, so the refused plugin
+    # is already out: its lifecycle hook never runs.
+    outcomes = registry.call_each("on_step_end", step=1)
+    assert registry._pending is None
+    assert refused.steps == [] and "_RefusedWithAStepHook" not in {o.plugin for o in outcomes}
+    assert any(f.name == "_RefusedWithAStepHook" for f in registry.failures)
+
+
+def test_builtin_only_hooks_run_without_collecting() -> None:
+    registry = build_registry(external="none")
+    registry.call_each("register_commands", cli=None, plugin="rlctl.cli.nonexistent")
+    assert registry._pending is not None
+    assert "count_digits" in registry.names("task")  # the first query collects
+    assert registry._pending is None

@@ -75,6 +75,14 @@ def test_controller_bytes_stay_flat_when_responses_grow_8x(make_recipe, run):
     assert abs(l["perf/controller_bytes_per_sample"] - s["perf/controller_bytes_per_sample"]) < 16
 
 
+def test_controller_bytes_count_the_weights_as_a_reference(make_recipe, run):
+    """One definition in both modes: the weight sync passes a reference (a LocalRef here, an
+    ObjectRef in Ray mode) that counts as one, so a sample costs its metadata only. Counted by
+    value, this small model's 300 KB of weights, twice per step, would be ~20 KB per sample."""
+    row = run(make_recipe(schedule={"total_steps": 2}))[-1]
+    assert row["perf/controller_bytes_per_sample"] <= 1024, row["perf/controller_bytes_per_sample"]
+
+
 @pytest.mark.parametrize("estimator", ["rloo", "dr_grpo", "reinforce_plus_plus"])
 def test_other_estimators_run(make_recipe, run, estimator):
     rows = run(

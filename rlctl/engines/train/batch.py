@@ -137,6 +137,23 @@ class ModelBatch:
             response_mask=self.response_mask,
         )
 
+    def trim_response_padding(self) -> ModelBatch:
+        """Drop response columns that are padding in every row (R shrinks to the longest
+        response, at least 1; per-token outputs then need padding back to the old R)."""
+        real = self.attention_mask[:, self.prompt_width :]
+        used = real.any(dim=0).nonzero()
+        width = max(int(used[-1]) + 1 if used.numel() else 1, 1)
+        if width == self.response_width:
+            return self
+        cut = self.prompt_width + width
+        return ModelBatch(
+            input_ids=self.input_ids[:, :cut],
+            attention_mask=self.attention_mask[:, :cut],
+            position_ids=self.position_ids[:, :cut],
+            responses=self.responses[:, :width],
+            response_mask=self.response_mask[:, :width],
+        )
+
     def to(self, device: torch.device | str) -> ModelBatch:
         return ModelBatch(
             input_ids=self.input_ids.to(device),

@@ -25,10 +25,12 @@ Role = Literal["actor", "ref", "critic"]
 # "entropy" [b, R] (actor) or "values" [b, R] (critic), with grad; ``fields_micro`` is the
 # caller's per-sample fields sliced to the micro-batch. The loss must already be divided by
 # the GLOBAL normaliser (tokens or samples of the whole minibatch on all ranks): the engine
-# sums gradients over micro-batches and ranks.
+# sums gradients over micro-batches and ranks. A metric is a scalar (the engine reports its
+# mean over micro-batches) or a token statistic ``(sum, count, min, max)`` (merged exactly);
+# engines reduce them with :func:`rlctl.engines.train.metrics.reduce_micro_batches`.
 LossFn = Callable[
     [dict[str, "torch.Tensor"], dict[str, "torch.Tensor"]],
-    tuple["torch.Tensor", Mapping[str, "float | torch.Tensor"]],
+    tuple["torch.Tensor", Mapping[str, "float | torch.Tensor | tuple[float, ...]"]],
 ]
 
 
@@ -89,8 +91,9 @@ class ModelEngine(Protocol):
         loss_fn: LossFn,
         *,
         temperature: float,
-    ) -> dict[str, float]:
-        """One optimizer step over ``batch``; returns mean metrics + ``grad_norm``, ``lr``."""
+    ) -> dict[str, Any]:
+        """One optimizer step over ``batch``; returns the loss function's metrics reduced over
+        micro-batches (scalars averaged, token statistics merged) + ``grad_norm``, ``lr``."""
         ...
 
     def export_weights(self) -> dict[str, torch.Tensor]:

@@ -95,6 +95,14 @@ class Trainer:
             from rlctl.trainer.controller.streaming import Stream
 
             self.stream = Stream(self, staleness)
+        from rlctl.registry import get_registry
+        from rlctl.trainer.controller.old_log_probs import old_log_prob_pass_needed
+
+        # None: the update is provably on-policy and its own forward gives the old
+        # log-probs (old_log_probs.py); else why the step runs the separate forward.
+        self.old_log_prob_pass = old_log_prob_pass_needed(
+            recipe, get_registry(), streaming=self.stream is not None,
+            max_staleness=staleness.max_staleness if staleness is not None else 0)
         # Model-parallel peers (same DP rank) get the same shard; asked before any step so
         # the per-step controller-traffic metric does not depend on when a run started.
         self.dp_ranks = self.read_layout()
@@ -116,10 +124,13 @@ class Trainer:
             self.check_weight_version(batch)
         shards, pad_to = self.balance(batch)
 
-        with self.timer("old_log_prob"):
-            partials += self.train.call(TrainingWorker.compute_log_prob, self.per_rank(shards),
-                                        role="actor", field="old_log_probs", pad_to=pad_to,
-                                        temperature=self.temperature)
+        old_from_update = self.old_log_prob_pass is None
+        if not old_from_update:
+            with self.timer("old_log_prob"):
+                partials += self.train.call(TrainingWorker.compute_log_prob,
+                                            self.per_rank(shards), role="actor",
+                                            field="old_log_probs", pad_to=pad_to,
+                                            temperature=self.temperature)
         if self.uses_ref:
             with self.timer("ref"):
                 partials += self.train.call(TrainingWorker.compute_log_prob, self.per_rank(shards),
@@ -139,7 +150,8 @@ class Trainer:
         if step > self.recipe.critic.warmup_steps or not self.uses_critic:
             with self.timer("update_actor"):
                 partials += self.train.call(TrainingWorker.update_actor, self.per_rank(shards),
-                                            pad_to=pad_to, kl_coef=self.kl_ctl.value, step=step)
+                                            pad_to=pad_to, kl_coef=self.kl_ctl.value, step=step,
+                                            old_from_update=old_from_update)
         with self.timer("update_weights"):
             self.sync_weights(version=step)
 

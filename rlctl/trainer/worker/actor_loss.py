@@ -19,13 +19,19 @@ from rlctl.config.recipe import Recipe
 
 def build_actor_loss(
     recipe: Recipe, registry: Any, *, kl_coef: float, options: Mapping[str, Any],
-    correction: Any = None,
+    correction: Any = None, old_from_update: bool = False,
 ) -> Callable[..., Any]:
     """``options``: the policy loss's validated ``[algorithm.loss.options]`` as keywords;
     ``correction``: the resolved off-policy correction
-    (:func:`rlctl.algorithms.off_policy.recipe_correction`), ``None`` for none."""
+    (:func:`rlctl.algorithms.off_policy.recipe_correction`), ``None`` for none.
+
+    ``old_from_update``: no old log-prob pass ran (a provably on-policy update): the old
+    log-probs are this forward's own, detached (the same values, so the same loss and
+    gradient), and the rollout-vs-trainer probability gap is measured here instead.
+    """
     from rlctl.algorithms.entropy import entropy_bonus
     from rlctl.algorithms.kl import kl_loss
+    from rlctl.engines.train.metrics import token_stat
 
     loss_cfg = recipe.algorithm.loss
     kl_cfg = recipe.algorithm.kl
@@ -43,8 +49,9 @@ def build_actor_loss(
         log_prob = outputs["log_probs"]  # [b, R]
         mask = fields["response_mask"]  # [b, R]
         gn = fields.get("global_normalizer")
+        old = log_prob.detach() if old_from_update else fields["old_log_probs"]
         pg_loss, pg_metrics = policy_loss(
-            old_log_prob=fields["old_log_probs"],
+            old_log_prob=old,
             log_prob=log_prob,
             advantages=fields["advantages"],
             response_mask=mask,
@@ -52,7 +59,7 @@ def build_actor_loss(
             clip_low=loss_cfg.clip_low,
             clip_high=loss_cfg.clip_high,
             clip_ratio_c=loss_cfg.clip_ratio_c,
-            rollout_log_probs=fields.get("rollout_log_probs"),
+            rollout_log_probs=fields.get("rollout_log_probs") if correction is not None else None,
             tis_cap=tis_cap,
             correction=correction,
             global_normalizer=gn,
@@ -65,11 +72,19 @@ def build_actor_loss(
             metrics[f"actor/{name}"] = float(value)
         entropy = outputs.get("entropy")
         if entropy is not None:
-            bonus, ent_metrics = entropy_bonus(entropy, mask, loss_cfg.entropy_coef, loss_cfg.agg,
-                                               global_normalizer=gn, horizon=horizon)
-            metrics["actor/entropy"] = ent_metrics["entropy"]
+            # Per token over the whole minibatch (a token statistic, merged exactly across
+            # micro-batches and ranks): the entropy of the policy on this step's samples.
+            metrics["actor/entropy"] = token_stat(entropy, mask)
             if loss_cfg.entropy_coef > 0:
+                bonus, _ = entropy_bonus(entropy, mask, loss_cfg.entropy_coef, loss_cfg.agg,
+                                         global_normalizer=gn, horizon=horizon)
                 loss = loss + bonus
+        rollout = fields.get("rollout_log_probs")
+        if old_from_update and rollout is not None:
+            # How far the rollout engine's probabilities are from the trainer's (~0), as the
+            # old log-prob pass reports it when it runs.
+            metrics["training/rollout_probs_diff"] = token_stat(
+                (log_prob.detach().exp() - rollout.exp()).abs(), mask)
         ref = fields.get("ref_log_probs")
         if ref is not None:
             kl, kl_metrics = kl_loss(log_prob, ref, mask, kl_cfg.estimator, loss_cfg.agg,

@@ -17,6 +17,7 @@ from typing import Any
 
 from rlctl.config.loaded import LoadedRecipe
 from rlctl.protocol.kv import KVBatchMeta
+from rlctl.protocol.refs import resolve
 from rlctl.trainer.worker.agent_loop import AgentLoopSpec, PromptRecord, SamplingParams
 from rlctl.trainer.worker.fields import non_tensor_column, rows
 from rlctl.trainer.worker.step_rollout import _StepRollout
@@ -224,11 +225,9 @@ class RolloutWorker:
 
     # ------------------------------------------------------------------ weights
     def update_weights(self, weights: Any, version: int) -> int:
-        """Load new policy weights (a state dict, or ``[ObjectRef]`` in Ray mode)."""
-        if isinstance(weights, list):  # a Ray object ref wrapped so Ray does not resolve it early
-            import ray
-
-            weights = ray.get(weights[0], timeout=self.recipe.schedule.phase_timeout_s)
+        """Load new policy weights (a state dict, or ``[ref]``: an ObjectRef or a LocalRef)."""
+        if isinstance(weights, list):  # a reference, wrapped so Ray does not resolve it early
+            weights = resolve(weights[0], timeout=self.recipe.schedule.phase_timeout_s)
         self.weight_sync(weights, self.engine, version)
         return self.engine.weight_version
 

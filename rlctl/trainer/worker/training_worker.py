@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from rlctl.config.loaded import LoadedRecipe
 from rlctl.protocol.kv import KVBatchMeta
+from rlctl.protocol.refs import LocalRef
 from rlctl.trainer import metric_reduce as mr
 from rlctl.trainer.worker.fields import (
     generated_lengths,
@@ -155,8 +156,12 @@ class TrainingWorker:
     def compute_log_prob(
         self, meta: KVBatchMeta, role: str, field: str, pad_to: int, temperature: float
     ) -> dict[str, mr.Partial]:
-        """Old (actor) or reference log-probs of the sampled responses -> ``field``."""
-        with_entropy = role == "actor"
+        """Old (actor) or reference log-probs of the sampled responses -> ``field``.
+
+        No entropy here: the update's own forward computes it anyway (``actor/entropy``
+        comes from there, see actor_loss.py), so this pass skips the vocabulary-wide sum.
+        """
+        with_entropy = False
         extra = ["rollout_log_probs"] if role == "actor" else []
         batch, fields, lengths = self._model_batch(meta, extra, pad_to)
         log_probs, entropy = self.engines[role].compute_log_prob(
@@ -192,19 +197,23 @@ class TrainingWorker:
         )
 
     def update_actor(
-        self, meta: KVBatchMeta, pad_to: int, kl_coef: float, step: int
+        self, meta: KVBatchMeta, pad_to: int, kl_coef: float, step: int,
+        old_from_update: bool = False,
     ) -> dict[str, mr.Partial]:
+        """``old_from_update``: the controller skipped the old log-prob pass because this
+        update is provably on-policy (controller/old_log_probs.py); the old log-probs are
+        this update's own detached log-probs, and it reports the rollout-vs-trainer gap."""
         from rlctl.trainer.worker.actor_loss import build_actor_loss
 
-        needed = ["old_log_probs", "advantages"]
+        needed = ["advantages"] if old_from_update else ["old_log_probs", "advantages"]
         if self.recipe.algorithm.kl.apply_in == "loss":
             needed.append("ref_log_probs")
         correction = self.correction
-        if correction.active:
+        if correction.active or old_from_update:
             needed.append("rollout_log_probs")
         loss_fn = build_actor_loss(self.recipe, self.registry, kl_coef=kl_coef,
                                    options=self.loaded.option_kwargs("algorithm.loss.options"),
-                                   correction=correction)
+                                   correction=correction, old_from_update=old_from_update)
         masked = None
         if self.recipe.algorithm.overlong.filter:
             # DAPO's overlong filtering: a truncated response adds no loss and no tokens
@@ -258,6 +267,10 @@ class TrainingWorker:
                 weight = float(mb_fields["response_mask"].sum())
                 for name, value in metrics.items():
                     key = name if "/" in name else f"{role}/{name}"
+                    if isinstance(value, tuple):  # a token statistic: exact over all tokens
+                        if epoch == 0:  # of the policy as it first saw this step's samples
+                            partials = mr.merge([partials, {key: value}])
+                        continue
                     partials = mr.merge(
                         [partials, {key: mr.scalar_partial(float(value), max(weight, 1.0))}]
                     )
@@ -294,7 +307,8 @@ class TrainingWorker:
 
     # ------------------------------------------------------------------ weights & state
     def export_weights(self, as_object_ref: bool = False) -> Any:
-        """Full policy weights (rank 0 gets them; other ranks join the gather and get None)."""
+        """Full policy weights by reference, ``[ref]`` (rank 0; other ranks join the gather
+        and get None): a Ray ObjectRef, or in one process a LocalRef (rlctl.protocol.refs)."""
         state = self.engines["actor"].export_weights()
         if not state:
             return None
@@ -302,7 +316,7 @@ class TrainingWorker:
             import ray
 
             return [ray.put(state)]  # a list, so Ray hands the ref itself to the next actor
-        return state
+        return [LocalRef(state)]
 
     def save(self, path: str) -> None:
         """Every rank writes its shards of every trainable role (and the frozen ref: no)."""

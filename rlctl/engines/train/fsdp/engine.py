@@ -16,7 +16,6 @@ same number of forwards. Ranks with fewer micro-batches run extra zero-weight pa
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
@@ -46,6 +45,9 @@ from rlctl.engines.train.contract import LossFn, ModelEngineSpec
 from rlctl.engines.train.fsdp.options import FSDPOptions
 from rlctl.engines.train.log_probs import token_log_probs
 from rlctl.engines.train.lr_schedule import build_optimizer, build_scheduler
+from rlctl.engines.train.metrics import reduce_micro_batches
+from rlctl.engines.train.packing import pack, sample_lengths, token_budget_groups
+from rlctl.engines.train.varlen_attention import use_varlen_attention
 from rlctl.models.loading import load_causal_lm, load_tokenizer, load_value_model
 
 
@@ -78,6 +80,8 @@ class FSDPEngine:
             model = load_causal_lm(recipe.model, seed)
             layers = model.get_decoder().layers
         self.hf_config = (model.trunk if spec.role == "critic" else model).config
+        if self.options.packing:  # every forward of this engine runs packed rows
+            use_varlen_attention(model.trunk if spec.role == "critic" else model)
         if recipe.model.gradient_checkpointing and spec.role != "ref":
             (model.trunk if spec.role == "critic" else model).gradient_checkpointing_enable()
         if spec.role == "ref":
@@ -126,8 +130,24 @@ class FSDPEngine:
     def _policy_forward(
         self, mb: ModelBatch, temperature: float, with_entropy: bool
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``(log_probs [b, R], entropy [b, R] | None)`` of ``mb``, zero on padding."""
         model = self._require_model()
-        mb = mb.trim_prompt_padding().to(self.device)
+        if self.options.packing:
+            pk = pack(mb).to(self.device)
+            logits = model(
+                input_ids=pk.input_ids,
+                position_ids=pk.position_ids,  # restarting per sample (rotary positions)
+                cu_seq_lens_q=pk.bounds,  # per-sample attention (varlen_attention.py)
+                use_cache=False,
+                logits_to_keep=pk.logit_index,
+            ).logits  # [1, N, V]: only the logits that predict a response token
+            lp, ent = token_log_probs(logits, pk.targets[None], temperature, with_entropy)
+            return pk.scatter(lp[0]), (pk.scatter(ent[0]) if ent is not None else None)
+        width = mb.response_width
+        mb = mb.trim_prompt_padding()
+        if self._by_tokens:  # a micro-batch of short samples runs at its own width
+            mb = mb.trim_response_padding()
+        mb = mb.to(self.device)
         width_r = mb.response_width
         # logits_to_keep = R + 1 keeps the last R + 1 positions: columns P-1 .. L-1; the one
         # at L-1 predicts past the end and is dropped. Row-aligned because responses are
@@ -141,21 +161,50 @@ class FSDPEngine:
         ).logits[:, :-1]  # [b, R, V]
         log_probs, entropy = token_log_probs(logits, mb.responses, temperature, with_entropy)
         mask = mb.response_mask
-        return log_probs * mask, (entropy * mask if entropy is not None else None)
+        return (_pad_columns(log_probs * mask, width),
+                _pad_columns(entropy * mask, width) if entropy is not None else None)
 
     def _value_forward(self, mb: ModelBatch) -> torch.Tensor:
         model = self._require_model()
-        mb = mb.trim_prompt_padding().to(self.device)
+        if self.options.packing:
+            pk = pack(mb).to(self.device)
+            values = model(pk.input_ids, None, pk.position_ids, cu_seq_lens_q=pk.bounds)  # [1, T]
+            return pk.scatter(values[0, pk.logit_index])  # [b, R]
+        width = mb.response_width
+        mb = mb.trim_prompt_padding()
+        if self._by_tokens:
+            mb = mb.trim_response_padding()
+        mb = mb.to(self.device)
         values = model(mb.input_ids, mb.attention_mask, mb.position_ids)  # [b, L]
         # The value of the state before response token t sits at column P - 1 + t.
-        return values[:, -mb.response_width - 1 : -1] * mb.response_mask  # [b, R]
+        return _pad_columns(values[:, -mb.response_width - 1 : -1] * mb.response_mask, width)
 
-    def _aligned_chunks(self, batch: ModelBatch, size: int) -> tuple[list[slice], int]:
-        """Row slices of ``batch`` and the number of passes every rank runs (the max)."""
+    @property
+    def _by_tokens(self) -> bool:
+        return (self.options.max_tokens_per_micro_batch is not None
+                or self.options.log_prob_max_tokens_per_micro_batch is not None)
+
+    def _plan(
+        self, batch: ModelBatch, rows: int, tokens: int | None
+    ) -> tuple[list[slice | torch.Tensor], int]:
+        """This rank's micro-batches (row slices of ``rows``, or index groups within a
+        ``tokens`` budget: rlctl.engines.train.packing) and the passes every rank runs (the
+        max over ranks: FSDP's collectives must line up)."""
         if batch.batch_size == 0:
             raise ValueError(f"{self.spec.role} rank {self.spec.rank} got an empty batch")
-        chunks = [slice(s, s + size) for s in range(0, batch.batch_size, size)]
+        chunks: list[slice | torch.Tensor]
+        if tokens is None:
+            chunks = [slice(s, s + rows) for s in range(0, batch.batch_size, rows)]
+        else:
+            prompts, responses = sample_lengths(batch)
+            chunks = list(token_budget_groups(prompts, responses, tokens,
+                                              packed=self.options.packing))
         return chunks, all_reduce_max_int(len(chunks), self._comm_device)
+
+    def _log_prob_plan(self, batch: ModelBatch) -> tuple[list[slice | torch.Tensor], int]:
+        opts = self.options
+        tokens = opts.log_prob_max_tokens_per_micro_batch or opts.max_tokens_per_micro_batch
+        return self._plan(batch, self.recipe.engines.train.log_prob_micro_batch_size, tokens)
 
     @property
     def _comm_device(self) -> str:
@@ -169,19 +218,18 @@ class FSDPEngine:
         if self.spec.role == "critic":
             raise RuntimeError("compute_log_prob on a critic engine: use compute_values")
         self._require_model().eval()
-        chunks, passes = self._aligned_chunks(
-            batch, self.recipe.engines.train.log_prob_micro_batch_size
-        )
-        log_probs, entropies = [], []
+        chunks, passes = self._log_prob_plan(batch)
+        shape = (batch.batch_size, batch.response_width)
+        log_probs = torch.zeros(shape)
+        entropy = torch.zeros(shape) if with_entropy else None
         for i in range(passes):
-            lp, ent = self._policy_forward(
-                batch.slice(chunks[min(i, len(chunks) - 1)]), temperature, with_entropy
-            )
+            rows = chunks[min(i, len(chunks) - 1)]
+            lp, ent = self._policy_forward(batch.slice(rows), temperature, with_entropy)
             if i < len(chunks):  # extra passes only keep the collectives aligned
-                log_probs.append(lp.cpu())
-                entropies.append(ent.cpu() if ent is not None else None)
-        entropy = torch.cat(entropies) if with_entropy else None  # type: ignore[arg-type]
-        return torch.cat(log_probs), entropy
+                log_probs[rows] = lp.cpu()
+                if entropy is not None and ent is not None:
+                    entropy[rows] = ent.cpu()
+        return log_probs, entropy
 
     @torch.no_grad()
     def compute_values(self, batch: ModelBatch) -> torch.Tensor:
@@ -189,15 +237,14 @@ class FSDPEngine:
         if self.spec.role != "critic":
             raise RuntimeError(f"compute_values on a {self.spec.role} engine: use a critic")
         self._require_model().eval()
-        chunks, passes = self._aligned_chunks(
-            batch, self.recipe.engines.train.log_prob_micro_batch_size
-        )
-        values = []
+        chunks, passes = self._log_prob_plan(batch)
+        values = torch.zeros(batch.batch_size, batch.response_width)
         for i in range(passes):
-            v = self._value_forward(batch.slice(chunks[min(i, len(chunks) - 1)]))
+            rows = chunks[min(i, len(chunks) - 1)]
+            v = self._value_forward(batch.slice(rows))
             if i < len(chunks):
-                values.append(v.cpu())
-        return torch.cat(values)
+                values[rows] = v.cpu()
+        return values
 
     # ------------------------------------------------------------------ update
     def train_minibatch(
@@ -207,11 +254,12 @@ class FSDPEngine:
         loss_fn: LossFn,
         *,
         temperature: float = 1.0,
-    ) -> dict[str, float]:
+    ) -> dict[str, Any]:
         """One optimizer step; gradients summed over micro-batches and ranks.
 
-        ``fields`` are per-sample tensors ([B] or [B, R]) sliced with the batch. Returns the
-        mean over micro-batches of ``loss_fn``'s metrics (this rank's), ``loss`` (the global
+        ``fields`` are per-sample tensors ([B] or [B, R]) sliced with the batch. Returns
+        ``loss_fn``'s metrics reduced over micro-batches (this rank's; scalars averaged, token
+        statistics merged: :mod:`rlctl.engines.train.metrics`), ``loss`` (the global
         minibatch loss: summed over micro-batches and ranks), ``grad_norm`` and ``lr`` (the
         learning rate this step used).
         """
@@ -225,9 +273,10 @@ class FSDPEngine:
                     f"{batch.batch_size}: fields must be per-sample and in batch order"
                 )
         model.train()
-        chunks, passes = self._aligned_chunks(batch, self.recipe.engines.train.micro_batch_size)
+        chunks, passes = self._plan(batch, self.recipe.engines.train.micro_batch_size,
+                                    self.options.max_tokens_per_micro_batch)
         want_entropy_grad = self.recipe.algorithm.loss.entropy_coef > 0
-        sums: dict[str, float] = defaultdict(float)
+        reported: list[Mapping[str, Any]] = []
         local_loss = 0.0
         for i in range(passes):
             real = i < len(chunks)
@@ -241,9 +290,8 @@ class FSDPEngine:
             loss.backward()
             if real:
                 local_loss += float(loss.detach())
-                for key, value in metrics.items():
-                    sums[key] += float(value.detach() if isinstance(value, torch.Tensor) else value)
-        result = {key: total / len(chunks) for key, total in sums.items()}
+                reported.append(metrics)
+        result: dict[str, Any] = reduce_micro_batches(reported)
         result["loss"] = all_reduce_sum(local_loss, self._comm_device)
         result.update(self._optimizer_step())
         return result
@@ -320,3 +368,9 @@ class FSDPEngine:
     def close(self) -> None:
         """Drop the model; the process group stays (other engines in this process share it)."""
         self.model = self.optimizer = self.scheduler = None
+
+
+def _pad_columns(values: torch.Tensor, width: int) -> torch.Tensor:
+    """``[b, R']`` -> ``[b, width]`` with zero columns on the right (keeps the gradient)."""
+    missing = width - values.shape[1]
+    return values if missing == 0 else torch.nn.functional.pad(values, (0, missing))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, PositiveInt
 
 from rlctl.config.strict import STRICT_CONFIG
 
@@ -20,3 +20,13 @@ class FSDPOptions(BaseModel):
     """Free gathered parameters after forward (ZeRO-3); ``False`` keeps them (ZeRO-2)."""
     cpu_offload: bool = False
     """Keep sharded parameters, gradients and optimizer state in host memory (GPU only)."""
+    max_tokens_per_micro_batch: PositiveInt | None = None
+    """Token budget of one update forward/backward per rank (verl's ``ppo_max_token_len_per_gpu``):
+    micro-batches are cut by tokens, longest samples first, instead of by ``micro_batch_size``;
+    ``None``: by rows."""
+    log_prob_max_tokens_per_micro_batch: PositiveInt | None = None
+    """The same for log-prob and value passes (verl's ``log_prob_max_token_len_per_gpu``); ``None``:
+    ``max_tokens_per_micro_batch``."""
+    packing: bool = False
+    """Pack each micro-batch's samples into one row without padding; position ids restart per sample
+    and the attention is per sample (docs/trainer.md)."""

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 import os
-from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from functools import partial
 from typing import Any
@@ -58,6 +57,7 @@ from rlctl.engines.train.megatron.model import (
 )
 from rlctl.engines.train.megatron.options import MegatronOptions
 from rlctl.engines.train.megatron.parallel import grad_norm, init_model_parallel, unwrap
+from rlctl.engines.train.metrics import plain, reduce_micro_batches
 from rlctl.models.loading import _torch_dtype, load_causal_lm, load_tokenizer, load_value_model
 
 
@@ -214,8 +214,7 @@ class MegatronEngine:
         if self.spec.role != "critic" and self.recipe.algorithm.loss.entropy_coef <= 0:
             outputs["entropy"] = outputs["entropy"].detach()
         loss, metrics = loss_fn({k: v[:n] for k, v in outputs.items()}, mb["fields"])
-        reported = {k: float(v.detach() if isinstance(v, torch.Tensor) else v)
-                    for k, v in metrics.items()}
+        reported = {k: plain(v) for k, v in metrics.items()}
         reported["__loss"] = float(loss.detach())
         return loss + zero, count, reported
 
@@ -270,7 +269,7 @@ class MegatronEngine:
 
     # ------------------------------------------------------------------ update
     def train_minibatch(self, batch: ModelBatch, fields: Mapping[str, torch.Tensor],
-                        loss_fn: LossFn, *, temperature: float = 1.0) -> dict[str, float]:
+                        loss_fn: LossFn, *, temperature: float = 1.0) -> dict[str, Any]:
         """One optimizer step through Megatron's schedule; every rank of a DP group gets the
         same ``batch``. Metrics (as the fsdp engine's) are correct on the last stage; ``loss``
         is the minibatch loss summed over micro-batches and DP groups."""
@@ -288,13 +287,11 @@ class MegatronEngine:
         micro = self._micro_batches(batch, self.recipe.engines.train.micro_batch_size, fields)
         store = self._run_schedule(micro, False, temperature, self.spec.role != "critic",
                                    loss_fn)
-        sums: dict[str, float] = defaultdict(float)
         reported = [d for d in store if d]
-        for d in reported:
-            for key, value in d.items():
-                sums[key] += value
-        local_loss = sums.pop("__loss", 0.0)
-        result = {key: total / max(len(reported), 1) for key, total in sums.items()}
+        local_loss = sum(d.get("__loss", 0.0) for d in reported)
+        result: dict[str, Any] = reduce_micro_batches(
+            {k: v for k, v in d.items() if k != "__loss"} for d in reported
+        )
         result["loss"] = self._dp_sum(local_loss) if self.is_last_stage else local_loss
         result.update(self._optimizer_step())
         return result

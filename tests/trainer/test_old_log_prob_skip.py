@@ -1,0 +1,96 @@
+"""The old log-prob forward is skipped exactly when the update is provably on-policy.
+
+Tolerance of the same-seed comparison (skipped vs run): every metric is identical except
+``training/rollout_probs_diff``, whose mean is summed in another order (in the update's
+micro-batches instead of the old pass's one list): relative 1e-9. With the old pass cut into
+the update's micro-batches (``log_prob_micro_batch_size == micro_batch_size``, as in
+recipes/tiny_grpo.toml) the update's forward is the same computation (same weights, rows and
+shapes), so its detached log-probs equal the pass's bit for bit and the ratio, loss and
+gradient do not change. With other shapes the pass's log-probs differ from the update's by
+float rounding (ratio 1 +- 1e-8); skipping it makes the ratio exactly 1.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from rlctl.config.checks import validate_recipe
+from rlctl.registry import get_registry
+from rlctl.trainer.controller.entry import Run
+from rlctl.trainer.controller.old_log_probs import old_log_prob_pass_needed
+
+REL_TOL = 1e-9
+REORDERED = {"training/rollout_probs_diff"}  # summed in another order: REL_TOL
+
+
+def _deterministic(rows):
+    return [{k: v for k, v in r.items() if not k.startswith(("timing_s/", "perf/")) and k != "time"}
+            for r in rows]
+
+
+@pytest.fixture
+def run(read_metrics):
+    def _run(recipe):
+        Run(validate_recipe(recipe), quiet=True).execute()
+        return read_metrics(recipe)
+
+    return _run
+
+
+def test_on_policy_update_skips_the_pass_and_changes_no_number(make_recipe, run):
+    # micro_batch_size 16 of 32 samples: two micro-batches, so the token statistics are
+    # merged across passes (the case the reordered sums come from).
+    train = {"train": {"micro_batch_size": 16, "log_prob_micro_batch_size": 16}}
+    skipped = run(make_recipe(run={"name": "auto"}, engines=train))
+    forward = run(make_recipe(run={"name": "always"}, engines=train,
+                              algorithm={"old_log_prob_pass": "always"}))
+    assert all("timing_s/old_log_prob" not in r for r in skipped)  # the phase never ran
+    assert all("timing_s/old_log_prob" in r for r in forward)
+    a, b = _deterministic(skipped), _deterministic(forward)
+    assert [sorted(r) for r in a] == [sorted(r) for r in b]  # the same metrics, rollout gap too
+    for step, (x, y) in enumerate(zip(a, b, strict=True), start=1):
+        for key in x:
+            if key in REORDERED:
+                assert math.isclose(x[key], y[key], rel_tol=REL_TOL), (step, key, x[key], y[key])
+            else:
+                assert x[key] == y[key], (step, key, x[key], y[key])
+    assert skipped[0]["actor/ppo_kl"] == 0.0 and skipped[0]["actor/pg_clipfrac"] == 0.0
+
+
+def test_entropy_is_the_per_token_mean_however_the_tokens_are_split(make_recipe, run):
+    """``actor/entropy`` comes from the update's forward as a token statistic: one or two
+    micro-batches give the same mean (it was each micro-batch's share, averaged: half)."""
+    one = run(make_recipe(run={"name": "one"}, engines={"train": {"micro_batch_size": 32}},
+                          schedule={"total_steps": 1}))
+    two = run(make_recipe(run={"name": "two"}, schedule={"total_steps": 1}))
+    assert math.isclose(one[0]["actor/entropy"], two[0]["actor/entropy"], rel_tol=1e-5)
+    # a random-init model is near uniform over the 32-token vocabulary: about ln 32
+    assert 0.9 * math.log(32) < two[0]["actor/entropy"] <= math.log(32)
+
+
+@pytest.mark.parametrize(
+    ("patch", "reason"),
+    [
+        ({"algorithm": {"old_log_prob_pass": "always"}}, 'old_log_prob_pass = "always"'),
+        ({"algorithm": {"epochs": 2}}, "2 epoch(s) x 1 minibatch(es)"),
+        ({"algorithm": {"minibatches": 2}}, "1 epoch(s) x 2 minibatch(es)"),
+        ({"algorithm": {"kl": {"in": "reward"}}}, "KL penalty in the reward"),
+        ({"algorithm": {"loss": {"tis_cap": 2.0}}}, "'truncated_is' off-policy correction"),
+        ({"algorithm": {"correction": {"method": "masked_is"}}},
+         "'masked_is' off-policy correction"),
+        ({"algorithm": {"estimator": "optimal_token_baseline"}},
+         "'optimal_token_baseline' estimator reads them"),
+    ],
+)
+def test_anything_off_policy_keeps_the_pass(make_recipe, patch, reason):
+    assert old_log_prob_pass_needed(make_recipe(), get_registry(), streaming=False) is None
+    found = old_log_prob_pass_needed(make_recipe(**patch), get_registry(), streaming=False)
+    assert found is not None and reason in found, found
+
+
+def test_a_streaming_step_keeps_the_pass(make_recipe):
+    found = old_log_prob_pass_needed(make_recipe(algorithm={"staleness": {"policy": "bounded"}}),
+                                     get_registry(), streaming=True)
+    assert found is not None and "streams" in found
