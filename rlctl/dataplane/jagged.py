@@ -26,6 +26,19 @@ def from_list(rows: Sequence[torch.Tensor]) -> torch.Tensor:
     return torch.nested.nested_tensor_from_jagged(values, offsets)
 
 
+def from_values(values: torch.Tensor, lengths: Sequence[int]) -> torch.Tensor:
+    """A jagged nested tensor ``[B, j, ...]`` of ``values [N, ...]`` cut into rows of
+    ``lengths`` (no copy)."""
+    if not lengths:
+        raise ValueError("cannot build a jagged field of zero rows")
+    if sum(lengths) != values.shape[0]:
+        raise ValueError(f"row lengths sum to {sum(lengths)} but there are "
+                         f"{values.shape[0]} values")
+    offsets = torch.zeros(len(lengths) + 1, dtype=torch.int64)
+    torch.cumsum(torch.tensor(lengths, dtype=torch.int64), 0, out=offsets[1:])
+    return torch.nested.nested_tensor_from_jagged(values, offsets)
+
+
 def pack(rows: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     """``(values [N, ...], offsets [B+1] int64)`` from B tensors ``[L_i, ...]``."""
     if not rows:
@@ -67,11 +80,9 @@ def padded_from_values(
     batch = lens.numel()
     tmax = int(lens.max()) if batch else 0
     out = values.new_full((batch, tmax, *values.shape[1:]), pad_value)
-    # One slice copy per sample (each below torch's parallel grain: no thread spin-up).
-    bounds = offsets.tolist()
-    for i in range(batch):
-        out[i, : bounds[i + 1] - bounds[i]] = values[bounds[i] : bounds[i + 1]]
     mask = torch.arange(tmax).unsqueeze(0) < lens.unsqueeze(1)  # [B, Lmax] bool
+    # The mask's True cells, row by row, are the values in order: one masked copy.
+    out[mask] = values[: int(offsets[-1]) - int(offsets[0])] if batch else values[:0]
     return out, mask
 
 

@@ -61,14 +61,17 @@ class RewardInput:
         data_source: str,
         eos_token_ids: Sequence[int],
         extra: dict[str, Any] | None = None,
+        prompt_text: str | None = None,
     ) -> RewardInput:
-        """Decode a sample; the completion is cut at the first eos."""
+        """Decode a sample; the completion is cut at the first eos. ``prompt_text``: the
+        prompt already decoded (the samples of a group share it)."""
         ids = [int(t) for t in response_ids]
         eos = {int(e) for e in eos_token_ids}
         cut = next((i for i, t in enumerate(ids) if t in eos), None)
         completion = ids if cut is None else ids[:cut]
         return cls(
-            prompt_text=tokenizer.decode(list(prompt_ids), skip_special_tokens=True),
+            prompt_text=(tokenizer.decode(list(prompt_ids), skip_special_tokens=True)
+                         if prompt_text is None else prompt_text),
             response_text=tokenizer.decode(completion, skip_special_tokens=False),
             response_ids=tuple(ids),
             ground_truth=dict(ground_truth),

@@ -58,17 +58,44 @@ class ModelBatch:
             raise ValueError("cannot build a ModelBatch from zero samples")
         prompts = [torch.as_tensor(p, dtype=torch.long).reshape(-1) for p in prompt_ids]
         responses = [torch.as_tensor(r, dtype=torch.long).reshape(-1) for r in response_ids]
-        if any(p.numel() == 0 for p in prompts):
+        return cls.from_values(
+            torch.cat(prompts), [p.numel() for p in prompts],
+            torch.cat(responses), [r.numel() for r in responses], pad_id,
+        )
+
+    @classmethod
+    def from_values(
+        cls,
+        prompt_values: torch.Tensor,
+        prompt_lengths: Sequence[int],
+        response_values: torch.Tensor,
+        response_lengths: Sequence[int],
+        pad_id: int,
+    ) -> ModelBatch:
+        """The batch of B samples given as all prompts' tokens back to back (``[sum p_i]``)
+        and all responses' (``[sum r_i]``) with their lengths: the data plane's jagged form.
+        Built with two masked copies, no loop over rows."""
+        if len(prompt_lengths) != len(response_lengths):
+            raise ValueError(
+                f"{len(prompt_lengths)} prompts but {len(response_lengths)} responses: one "
+                "response per prompt is expected (repeat a prompt for each of its samples)"
+            )
+        if not len(prompt_lengths):
+            raise ValueError("cannot build a ModelBatch from zero samples")
+        p_len = torch.as_tensor(list(prompt_lengths), dtype=torch.long)[:, None]  # [B, 1]
+        r_len = torch.as_tensor(list(response_lengths), dtype=torch.long)[:, None]
+        if bool((p_len == 0).any()):
             raise ValueError("a prompt is empty: every sample needs at least one prompt token")
-        batch = len(prompts)
-        width_p = max(p.numel() for p in prompts)
-        width_r = max(max(r.numel() for r in responses), 1)
-        input_ids = torch.full((batch, width_p + width_r), pad_id, dtype=torch.long)
-        attention_mask = torch.zeros((batch, width_p + width_r), dtype=torch.long)
-        for i, (p, r) in enumerate(zip(prompts, responses, strict=True)):
-            input_ids[i, width_p - p.numel() : width_p] = p
-            input_ids[i, width_p : width_p + r.numel()] = r
-            attention_mask[i, width_p - p.numel() : width_p + r.numel()] = 1
+        width_p = int(p_len.max())
+        width_r = max(int(r_len.max()), 1)
+        cols = torch.arange(width_p + width_r)[None, :]  # [1, L]
+        in_prompt = (cols < width_p) & (cols >= width_p - p_len)  # [B, L]
+        in_response = (cols >= width_p) & (cols < width_p + r_len)
+        input_ids = torch.full(in_prompt.shape, pad_id, dtype=torch.long)
+        # The True cells of a mask, row by row, are the samples' tokens in order.
+        input_ids[in_prompt] = prompt_values.to(torch.long)
+        input_ids[in_response] = response_values.to(torch.long)
+        attention_mask = (in_prompt | in_response).long()
         position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)
         return cls(
             input_ids=input_ids,

@@ -41,6 +41,7 @@ class _StepRollout:
         self.global_step = global_step
         self.sampling = sampling
         self._buffer: list[_Scored] = []
+        self._prompt_texts: dict[str, str] = {}  # uid -> decoded prompt, shared by its group
         self._flushing: asyncio.Future | None = None
 
     async def run_all(
@@ -132,6 +133,7 @@ class _StepRollout:
             data_source=rec.data_source,
             eos_token_ids=self.worker.eos_ids,
             extra=out.extra,
+            prompt_text=self._prompt_text(rec, out.prompt_ids),
         )
         try:
             result = self.worker.rewards(sample)  # {"score", "<name>", "<name>/<component>"}
@@ -158,6 +160,17 @@ class _StepRollout:
             parts["reward/overlong"] = penalty
             score += penalty
         return _Scored(key, rec.uid, out, score, parts)
+
+    def _prompt_text(self, rec: PromptRecord, prompt_ids: list[int]) -> str | None:
+        """The decoded prompt of ``rec`` when this output's prompt is the record's own (decoded
+        once per group); ``None`` (decode per output) for a later turn's longer prompt."""
+        if prompt_ids != rec.prompt_ids:
+            return None
+        text = self._prompt_texts.get(rec.uid)
+        if text is None:
+            text = self.worker.tokenizer.decode(list(prompt_ids), skip_special_tokens=True)
+            self._prompt_texts[rec.uid] = text
+        return text
 
     async def _ask(self, text: str, *, max_new_tokens: int, temperature: float,
                    chat: bool = True) -> str:

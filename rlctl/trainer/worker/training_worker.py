@@ -24,10 +24,10 @@ from rlctl.protocol.kv import KVBatchMeta
 from rlctl.protocol.refs import LocalRef
 from rlctl.trainer import metric_reduce as mr
 from rlctl.trainer.worker.fields import (
+    flat,
     generated_lengths,
     loss_mask_of,
     mask_from_lengths,
-    rows,
     to_jagged,
     to_padded,
 )
@@ -132,9 +132,8 @@ class TrainingWorker:
             lengths = lengths + [lengths[-1]] * (pad_to - n_real)
         td = self.plane.kv_batch_get(
             keys, meta.partition_id, ["prompt_ids", "response_ids", "loss_mask", *extra_fields])
-        prompts = rows(td["prompt_ids"])
-        responses = rows(td["response_ids"])
-        batch = ModelBatch.from_samples(prompts, responses, pad_id=self.pad_id)
+        batch = ModelBatch.from_values(*flat(td["prompt_ids"]), *flat(td["response_ids"]),
+                                       pad_id=self.pad_id)
         fields = {name: to_padded(td[name], lengths).float() for name in extra_fields}
         # [B', R]: real response tokens that the policy generated (observations are 0)
         mask = mask_from_lengths(lengths, batch.responses.shape[1])

@@ -11,6 +11,10 @@ records, at each step, the log-prob of the token sampled at the previous step. M
 [B, V] row per step, not a [B, T, V] score history. With top_p = 1 and top_k = 0 this
 equals the training engine's ``log_softmax(logits / T)`` (tested).
 
+Shared prompts: the n requests of a group carry one prompt; each distinct prompt of a batch
+is prefilled once and its KV cache copied to its requests (``share_prompts``, on by default),
+then ``generate`` runs the last prompt column and decodes.
+
 Concurrency: ``await generate(prompt, sampling)`` queues the request; all requests queued in
 the same event-loop tick with the same sampling parameters run as one batched ``generate``
 call (the agent loop issues one request per session).
@@ -216,13 +220,17 @@ class HFRolloutEngine:
             try:
                 # The sampler draws from the global RNG: fork it, the caller's stream stays put.
                 devices = [self.device] if self.device.type == "cuda" else []
+                input_ids = input_ids.to(self.device)
+                attention_mask = attention_mask.to(self.device)
+                shared = self._shared_prefill(prompts, input_ids, attention_mask)
                 with torch.random.fork_rng(devices=devices):
                     torch.manual_seed(seed)
                     sequences = model.generate(
-                        input_ids=input_ids.to(self.device),
-                        attention_mask=attention_mask.to(self.device),
+                        input_ids=input_ids,
+                        attention_mask=attention_mask,
                         generation_config=config,
                         logits_processor=LogitsProcessorList([recorder]),
+                        **shared,
                     )
             finally:
                 if threads:
@@ -233,6 +241,44 @@ class HFRolloutEngine:
         new_tokens = new_tokens.cpu()
         stops = self._stops(stop_token_ids)
         return [self._cut(new_tokens[i], log_probs[i], version, stops) for i in range(len(prompts))]
+
+    def _shared_prefill(
+        self, prompts: Sequence[Sequence[int]], input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+    ) -> dict[str, object]:
+        """``{"cache": ...}`` holding every prompt but its last token, each distinct prompt
+        prefilled once and its rows copied to each request of it; ``{}`` when no two requests
+        share a prompt (or one is a single token: nothing to prefill before it).
+
+        ``generate`` then runs only the last prompt column before decoding. Sampling draws
+        nothing during the prefill, so the seeded sampler sees the same logits, up to float
+        summation order.
+        """
+        if not self.options.share_prompts or min(len(p) for p in prompts) < 2:
+            return {}
+        index: dict[tuple[int, ...], int] = {}
+        rows: list[int] = []  # one request holding each distinct prompt
+        inverse: list[int] = []  # per request: its prompt's position in ``rows``
+        for row, prompt in enumerate(prompts):
+            key = tuple(prompt)
+            if key not in index:
+                index[key] = len(rows)
+                rows.append(row)
+            inverse.append(index[key])
+        if len(rows) == len(prompts):
+            return {}
+        first = torch.tensor(rows, device=self.device)
+        mask = attention_mask[first, :-1]  # [U, W-1]
+        out = self._require_model()(
+            input_ids=input_ids[first, :-1],
+            attention_mask=mask,
+            position_ids=(mask.cumsum(dim=1) - 1).clamp(min=0),
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        cache = out.cache
+        cache.reorder_cache(torch.tensor(inverse, device=self.device))  # [U, ...] -> [B, ...]
+        return {"cache": cache}
 
     def _stops(self, stop_token_ids: tuple[int, ...]) -> list[int]:
         """Eos ids, then the request's stop ids (the same list as before when there are none)."""

@@ -47,6 +47,11 @@ from rlctl.engines.train.log_probs import token_log_probs
 from rlctl.engines.train.lr_schedule import build_optimizer, build_scheduler
 from rlctl.engines.train.metrics import reduce_micro_batches
 from rlctl.engines.train.packing import pack, sample_lengths, token_budget_groups
+from rlctl.engines.train.shared_prompt import (
+    every_row_alone,
+    prompt_groups,
+    shared_prompt_logits,
+)
 from rlctl.engines.train.varlen_attention import use_varlen_attention
 from rlctl.models.loading import load_causal_lm, load_tokenizer, load_value_model
 
@@ -100,6 +105,13 @@ class FSDPEngine:
         self.scheduler = build_scheduler(self.optimizer, optim, total)
 
     def _shard(self, model: nn.Module, layers: nn.ModuleList) -> None:
+        if self.spec.world_size == 1 and self.options.mixed_precision == "none" and not (
+            self.options.cpu_offload and self.device.type == "cuda"
+        ):
+            # A world of one has nothing to shard: FSDP2 would only copy every layer's
+            # parameters in and out around each forward and backward (a third of the tiny
+            # recipe's --local update). The state-dict and checkpoint APIs take plain modules.
+            return
         mesh = init_device_mesh(self.device.type, (self.spec.world_size,))
         mp = (
             MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
@@ -148,21 +160,32 @@ class FSDPEngine:
         if self._by_tokens:  # a micro-batch of short samples runs at its own width
             mb = mb.trim_response_padding()
         mb = mb.to(self.device)
-        width_r = mb.response_width
-        # logits_to_keep = R + 1 keeps the last R + 1 positions: columns P-1 .. L-1; the one
-        # at L-1 predicts past the end and is dropped. Row-aligned because responses are
-        # right-padded after a left-padded prompt (see rlctl.engines.train.batch).
-        logits = model(
-            input_ids=mb.input_ids,
-            attention_mask=mb.attention_mask,
-            position_ids=mb.position_ids,
-            use_cache=False,
-            logits_to_keep=width_r + 1,
-        ).logits[:, :-1]  # [b, R, V]
+        groups = prompt_groups(mb) if self._shares_prompts(model) else None
+        sharded = self.spec.world_size > 1
+        if groups is None and sharded and self._shares_prompts(model):
+            groups = every_row_alone(mb)  # every rank makes the same calls (FSDP collectives)
+        if groups is not None:  # each distinct prompt runs once (shared_prompt.py)
+            logits = shared_prompt_logits(model, mb, groups, two_calls=sharded)  # [b, R, V]
+        else:
+            # logits_to_keep = R + 1 keeps the last R + 1 positions: columns P-1 .. L-1; the
+            # one at L-1 predicts past the end and is dropped. Row-aligned because responses
+            # are right-padded after a left-padded prompt (see rlctl.engines.train.batch).
+            logits = model(
+                input_ids=mb.input_ids,
+                attention_mask=mb.attention_mask,
+                position_ids=mb.position_ids,
+                use_cache=False,
+                logits_to_keep=mb.response_width + 1,
+            ).logits[:, :-1]  # [b, R, V]
         log_probs, entropy = token_log_probs(logits, mb.responses, temperature, with_entropy)
         mask = mb.response_mask
         return (_pad_columns(log_probs * mask, width),
                 _pad_columns(entropy * mask, width) if entropy is not None else None)
+
+    def _shares_prompts(self, model: nn.Module) -> bool:
+        # transformers drops the KV cache of a checkpointed layer while training
+        checkpointed = model.training and getattr(model, "is_gradient_checkpointing", False)
+        return self.options.share_prompts and not checkpointed
 
     def _value_forward(self, mb: ModelBatch) -> torch.Tensor:
         model = self._require_model()

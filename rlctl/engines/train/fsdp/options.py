@@ -30,3 +30,8 @@ class FSDPOptions(BaseModel):
     packing: bool = False
     """Pack each micro-batch's samples into one row without padding; position ids restart per sample
     and the attention is per sample (docs/trainer.md)."""
+    share_prompts: bool = True
+    """Run each distinct prompt of a micro-batch once and its responses on the prompt's KV cache
+    (a group's n samples share one prompt forward): the same log-probs and gradients up to
+    float summation order, about a third of the work for short responses. Not under gradient
+    checkpointing while training, nor for packed rows or the critic (docs/trainer.md)."""

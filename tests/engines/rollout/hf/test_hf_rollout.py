@@ -11,6 +11,7 @@ import torch
 from rlctl.config.recipe import Recipe
 from rlctl.engines.rollout.contract import RolloutEngineSpec, SamplingParams
 from rlctl.engines.rollout.hf.engine import HFRolloutEngine
+from rlctl.engines.rollout.hf.options import HFRolloutOptions
 from rlctl.engines.train.log_probs import token_log_probs
 from rlctl.models.tiny import EOS_ID, build_tiny_tokenizer
 
@@ -143,3 +144,31 @@ def test_checkpoint_generation_config_does_not_leak(engine):
     # Sampling follows the arguments only (a Qwen generation_config.json sets top_k=20...).
     cfg = engine.model.generation_config
     assert cfg.top_k in (None, 0, 50) and cfg.repetition_penalty in (None, 1.0)
+
+
+def test_shared_prompt_prefill_gives_the_tokens_and_log_probs_of_a_full_prefill(monkeypatch):
+    """A group's requests share one prefill (share_prompts, the default); sampled and greedy
+    outputs equal those of prefilling every request, log-probs to float summation order."""
+    prompts = [p for p in PROMPTS for _ in range(8)] + [[1, 6]]  # groups and a lone prompt
+    outputs = {}
+    prefills: list[int] = []
+    for share in (False, True):
+        options = HFRolloutOptions(share_prompts=share)
+        e = HFRolloutEngine(RolloutEngineSpec(RECIPE, seed=0, options=options))
+        e.load()
+        shared = e._shared_prefill
+        monkeypatch.setattr(e, "_shared_prefill", lambda p, i, m, f=shared: (
+            prefills.append(len(out := f(p, i, m))) or out))
+        outputs[share] = [e.generate_batch(prompts, max_new_tokens=6, temperature=t, seed=2)
+                          for t in (0.0, 1.0)]
+    assert prefills == [0, 0, 1, 1]  # the shared runs took the cache path, the others not
+    for full, shared in zip(outputs[False], outputs[True], strict=True):
+        assert [g.token_ids for g in shared] == [g.token_ids for g in full]
+        for a, b in zip(full, shared, strict=True):
+            torch.testing.assert_close(torch.tensor(b.log_probs), torch.tensor(a.log_probs),
+                                       atol=2e-6, rtol=0)
+
+
+def test_single_token_prompts_are_prefilled_in_full(engine):
+    assert engine._shared_prefill([[1], [1]], torch.ones(2, 1, dtype=torch.long),
+                                  torch.ones(2, 1, dtype=torch.long)) == {}

@@ -1,7 +1,8 @@
 """Code that runs inside spawned ranks for the packing tests (imported by the children).
 
-Every rank builds the same engines under four micro-batch layouts (rows and padding, a token
-budget, packing, both) and rank 0 saves what each computed: log-probs, entropy, values, and
+Every rank builds the same engines under several micro-batch layouts (rows and padding with
+every prompt recomputed, the default shared prompt forward, a token budget, packing, both) and
+rank 0 saves what each computed: log-probs, entropy, values, and
 the weights after one SGD step (lr 1, no clipping: the weight change IS the gradient).
 """
 
@@ -17,7 +18,8 @@ from rlctl.engines.train.batch import ModelBatch
 
 PAD = 0
 LAYOUTS = {
-    "padded": {},
+    "padded": {"share_prompts": False},  # the reference: one full forward per row
+    "shared": {},  # the default: each distinct prompt of a micro-batch runs once
     "budget": {"max_tokens_per_micro_batch": 96},
     "packed": {"packing": True},
     "packed_budget": {"packing": True, "max_tokens_per_micro_batch": 96},
@@ -35,11 +37,13 @@ def recipe(options: dict) -> Recipe:
     })
 
 
-def variable_batch(n: int = 24) -> tuple[ModelBatch, torch.Tensor]:
-    """n samples whose responses vary 1-8x in length (2..16 tokens), prompts 2..8 tokens."""
+def variable_batch(n: int = 24, group: int = 3) -> tuple[ModelBatch, torch.Tensor]:
+    """n samples whose responses vary 1-8x in length (2..16 tokens), prompts 2..8 tokens; each
+    prompt is drawn for ``group`` consecutive samples (a group sampler's layout)."""
     g = torch.Generator().manual_seed(11)
-    prompts = [torch.randint(4, 14, (int(torch.randint(2, 9, (1,), generator=g)),), generator=g)
-               for _ in range(n)]
+    distinct = [torch.randint(4, 14, (int(torch.randint(2, 9, (1,), generator=g)),), generator=g)
+                for _ in range(-(-n // group))]
+    prompts = [p for p in distinct for _ in range(group)][:n]
     responses = [torch.randint(4, 30, (2 * int(torch.randint(1, 9, (1,), generator=g)),),
                                generator=g) for _ in range(n)]
     return ModelBatch.from_samples(prompts, responses, PAD), torch.randn(n, generator=g)

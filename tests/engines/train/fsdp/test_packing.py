@@ -101,7 +101,7 @@ def layouts(request, tmp_path_factory):
     return torch.load(out, weights_only=False)
 
 
-@pytest.mark.parametrize("layout", ["budget", "packed", "packed_budget"])
+@pytest.mark.parametrize("layout", ["shared", "budget", "packed", "packed_budget"])
 def test_layout_gives_the_padded_log_probs_values_and_gradients(layouts, layout) -> None:
     base, got = layouts["padded"], layouts[layout]
     torch.testing.assert_close(got["log_probs"], base["log_probs"], atol=LOGP_ATOL, rtol=0)
