@@ -102,7 +102,9 @@ class ServerRolloutEngine(ABC):
         self._resume = spec.recipe.algorithm.staleness.partial_rollout == "resume"
         self._flight: InFlight | None = None  # made on the HTTP loop, used only there
         self.aborted_requests = 0
-        """Requests this engine aborted at weight updates (each answered by its server)."""
+        """Requests of this engine its servers answered as aborted."""
+        self.resumed_requests = 0
+        """Aborted requests sent again with their tokens so far (partial rollouts)."""
 
     # ------------------------------------------------------------------ subclass interface
     @abstractmethod
@@ -277,6 +279,7 @@ class ServerRolloutEngine(ABC):
             finally:
                 flight.leave(replica.name)
             response.add(version, reply)
+            self.aborted_requests += reply.finish_reason == "abort"
             if response.done:
                 return response.generation()
             if not self._resume:
@@ -286,6 +289,12 @@ class ServerRolloutEngine(ABC):
                     '"finish"): something else aborts requests on it, e.g. a weight sync '
                     'with pause_mode = "abort"')
             ids, sampling = response.next_request(prompt_ids, s)
+            self.resumed_requests += 1
+
+    @property
+    def requests_in_flight(self) -> int:
+        """Generation requests sent and not answered yet (a snapshot)."""
+        return self._require_flight().count
 
     def _require_flight(self) -> InFlight:
         if self._flight is None:
@@ -331,18 +340,17 @@ class ServerRolloutEngine(ABC):
         http.run(_call(flight.close))
         try:
             if self._resume:
-                self.aborted_requests += http.run(self._abort_in_flight(flight, timeout_s))
+                http.run(self._abort_in_flight(flight, timeout_s))
             yield
         finally:
             http.run(_call(flight.open))
 
-    async def _abort_in_flight(self, flight: InFlight, timeout_s: float) -> int:
-        """Abort every request in flight and wait until each has come back; the number
-        aborted. (A request the engine sent just before may reach its server after the
-        abort: the abort is repeated every ``ABORT_RETRY_S`` while requests are out.)"""
+    async def _abort_in_flight(self, flight: InFlight, timeout_s: float) -> None:
+        """Abort every request in flight and wait until each has come back. (A request the
+        engine sent just before may reach its server after the abort: the abort is repeated
+        every ``ABORT_RETRY_S`` while requests are out.)"""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        aborted = flight.count
         while flight.count:
             left = deadline - loop.time()
             busy = [r for r in self._replicas if flight.by_server.get(r.name)]
@@ -362,7 +370,6 @@ class ServerRolloutEngine(ABC):
                     f"aborting the requests in flight at a weight update failed: {exc}"
                 ) from exc
             await flight.drained(min(ABORT_RETRY_S, deadline - loop.time()))
-        return aborted
 
     def stamp_version(self, version: int) -> None:
         """Stamp ``version`` on every later generation: a weight sync calls it once every
