@@ -261,16 +261,15 @@ class RayWorkerGroup(WorkerGroup):
         import ray
 
         super().__init__(name, len(init_kwargs), meter, timeout=timeout)
-        remote_cls = ray.remote(worker_cls)
         # A worker class may run some methods on threads of their own (``concurrency_groups``:
         # group -> threads, ``method_groups``: method -> group), e.g. a weight update that must
-        # not queue behind generate calls.
+        # not queue behind generate calls. (Ray takes the groups only here, not in options.)
         groups = dict(getattr(worker_cls, "concurrency_groups", None) or {})
         self.method_groups: dict[str, str] = dict(getattr(worker_cls, "method_groups", None) or {})
-        extra = {"concurrency_groups": groups} if groups else {}
+        remote_cls = (ray.remote(concurrency_groups=groups)(worker_cls) if groups
+                      else ray.remote(worker_cls))
         self.actors = [
-            remote_cls.options(num_cpus=num_cpus, name=None, max_concurrency=4,
-                               **extra).remote(**kwargs)
+            remote_cls.options(num_cpus=num_cpus, name=None, max_concurrency=4).remote(**kwargs)
             for kwargs in init_kwargs
         ]
         self.stopped: set[int] = set()  # ranks that failed a liveness check: not waited for again
