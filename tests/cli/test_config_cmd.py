@@ -189,6 +189,7 @@ min_lr_ratio = 0.0
 [algorithm.staleness]
 policy = "on_policy"
 options = {}
+partial_rollout = "finish"
 
 [algorithm.correction]
 method = "auto"
