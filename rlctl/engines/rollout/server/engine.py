@@ -343,7 +343,8 @@ class ServerRolloutEngine(ABC):
                 http.run(self._abort_in_flight(flight, timeout_s))
             yield
         finally:
-            http.run(_call(flight.open))
+            with contextlib.suppress(RuntimeError):  # a closed engine has nothing to let in
+                http.run(_call(flight.open))
 
     async def _abort_in_flight(self, flight: InFlight, timeout_s: float) -> None:
         """Abort every request in flight and wait until each has come back. (A request the
