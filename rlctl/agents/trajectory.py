@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlctl.engines.rollout.contract import WeightSegment
 from rlctl.trainer.worker.agent_loop import AgentOutput
 
 
@@ -30,6 +31,10 @@ class Trajectory:
     versions: list[int] = field(default_factory=list)
     last_turn_ids: list[int] = field(default_factory=list)
     finish_reason: str = "stop"
+    segments: list[tuple[int, int, int]] = field(default_factory=list)
+    """``(version, start, end)`` of every generated span (observations lie between them)."""
+    aborts: int = 0
+    resumes: int = 0
 
     @property
     def context(self) -> list[int]:
@@ -48,12 +53,20 @@ class Trajectory:
             raise ValueError(
                 f"engine returned {len(ids)} tokens but {len(gen.log_probs)} log-probs"
             )
+        start = len(self.response_ids)
+        spans = gen.weight_segments() if hasattr(gen, "weight_segments") else []
+        if not spans and ids:
+            spans = [WeightSegment(int(gen.weight_version), 0, len(ids))]
+        self.segments += [(s.version, s.start + start, s.end + start) for s in spans]
+        self.aborts += int(getattr(gen, "aborts", 0))
+        self.resumes += int(getattr(gen, "resumes", 0))
         self.response_ids += ids
         self.log_probs += [float(x) for x in gen.log_probs]
         self.loss_mask += [1] * len(ids)
         self.token_rewards += [0.0] * len(ids)
         self.turns += 1
-        self.versions.append(int(gen.weight_version))
+        # every version a token of this turn came from (partial rollouts: several)
+        self.versions += sorted({int(gen.weight_version), *(s.version for s in spans)})
         self.last_turn_ids = ids
         self.finish_reason = gen.finish_reason
 
@@ -95,4 +108,7 @@ class Trajectory:
             reward_ids=reward_ids,
             token_rewards=list(self.token_rewards) if per_token_rewards else None,
             metrics=dict(metrics or {}),
+            weight_segments=list(self.segments),
+            partial_aborts=self.aborts,
+            partial_resumes=self.resumes,
         )

@@ -226,6 +226,10 @@ class StalenessSection(Section):
     """Registered staleness policy: ``on_policy`` (sync) or ``bounded`` (streaming)."""
     options: Options = {}
     """Options of the selected policy (``bounded``: ``max_staleness``, ``on_stale``, ...)."""
+    partial_rollout: Literal["finish", "resume"] = "finish"
+    """At a weight update, requests in flight ``finish`` on the weights they started with, or are
+    aborted and ``resume`` on the new weights keeping their tokens, each span tagged with its
+    version (streaming with the ``vllm`` / ``sglang`` engines; docs/streaming.md)."""
 
 
 class CorrectionSection(Section):

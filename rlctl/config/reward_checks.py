@@ -1,5 +1,6 @@
 """Cross-field checks of DAPO's settings (``[algorithm.dynamic_sampling]``,
-``[algorithm.overlong]``), of model rewards and of what streaming does not run with, run by
+``[algorithm.overlong]``), of model rewards, of what streaming does not run with and of what
+partial rollouts need, run by
 :func:`rlctl.config.checks.load_recipe`.
 
 Each problem names the TOML key, what is wrong and how to fix it, before any worker starts.
@@ -91,7 +92,8 @@ def _model_rewards(recipe: Recipe, registry: Registry) -> list[ConfigProblem]:
 def streaming_problems(recipe: Recipe, registry: Registry,
                        validated: dict[str, object]) -> list[ConfigProblem]:
     """What the streaming scheduler does not run: it dispatches whole steps ahead, so it
-    neither draws again for dynamic sampling nor calls the reward-model workers."""
+    neither draws again for dynamic sampling nor calls the reward-model workers; and what
+    partial rollouts need (streaming, in Ray mode, on an engine that can abort requests)."""
     name = recipe.algorithm.staleness.policy
     reg = registry.find("staleness_policy", name)
     if reg is None:
@@ -100,10 +102,11 @@ def streaming_problems(recipe: Recipe, registry: Registry,
         policy = reg.load()(validated.get("algorithm.staleness.options"))
     except Exception:  # noqa: BLE001 - a policy that cannot be built is reported elsewhere
         return []
-    if not getattr(policy, "streaming", False):
-        return []
+    streaming = bool(getattr(policy, "streaming", False))
+    out = _partial_rollout(recipe, registry, streaming)
+    if not streaming:
+        return out
     mode = f"algorithm.staleness.policy = {name!r} streams (dispatches steps ahead)"
-    out: list[ConfigProblem] = []
     if recipe.algorithm.dynamic_sampling.enabled:
         out.append(ConfigProblem(
             "algorithm.dynamic_sampling.enabled", f"dynamic sampling runs only in sync "
@@ -117,3 +120,32 @@ def streaming_problems(recipe: Recipe, registry: Registry,
                 f"in sync training, but {mode}", 'use rule rewards or judges, or [algorithm.'
                 'staleness] policy = "on_policy"'))
     return out
+
+
+def _partial_rollout(recipe: Recipe, registry: Registry, streaming: bool) -> list[ConfigProblem]:
+    """``partial_rollout = "resume"`` aborts the requests in flight at a weight update: there
+    must be some (streaming, Ray mode) and the engine must be able to abort and resume them
+    (registration metadata ``partial_rollout``: the server engines)."""
+    if recipe.algorithm.staleness.partial_rollout != "resume":
+        return []
+    key, finish = "algorithm.staleness.partial_rollout", 'or partial_rollout = "finish"'
+    if not streaming:
+        policy = recipe.algorithm.staleness.policy
+        return [ConfigProblem(key, f'"resume" aborts the requests in flight at a weight update, '
+                              f"but policy {policy!r} trains in lock step: no request is in "
+                              "flight when the weights change",
+                              f'set [algorithm.staleness] policy = "bounded", {finish}')]
+    if recipe.resources.mode == "local":
+        return [ConfigProblem(key, '"resume" aborts the requests in flight at a weight update, '
+                              'but resources.mode = "local" (--local) runs each generate call '
+                              "to its end when it is submitted: none is in flight then",
+                              f'run in Ray mode (resources.mode = "ray"), {finish}')]
+    backend = recipe.engines.rollout.backend
+    engine = registry.find("rollout_engine", backend)
+    if engine is not None and not engine.metadata.get("partial_rollout", False):
+        able = sorted(e.name for e in registry.all("rollout_engine")
+                      if e.metadata.get("partial_rollout", False))
+        return [ConfigProblem(key, f'"resume" needs a rollout engine that can abort requests '
+                              f"and resume them, and {backend!r} cannot",
+                              f"use engines.rollout.backend = one of {able}, {finish}")]
+    return []

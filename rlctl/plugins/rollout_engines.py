@@ -35,6 +35,7 @@ def register_rollout_engines(register) -> None:  # type: ignore[no-untyped-def]
         options=VLLMOptions,
         description="vLLM OpenAI-compatible server(s), token-in/token-out over HTTP",
         weight_sync="vllm",
+        partial_rollout=True,  # aborts and resumes requests at a weight update
     )
     register(
         "sglang",
@@ -42,6 +43,7 @@ def register_rollout_engines(register) -> None:  # type: ignore[no-untyped-def]
         options=SGLangOptions,
         description="SGLang server(s), token-in/token-out over the native /generate",
         weight_sync="sglang",
+        partial_rollout=True,  # aborts and resumes requests at a weight update
     )
 
 

@@ -189,6 +189,7 @@ min_lr_ratio = 0.0
 [algorithm.staleness]
 policy = "on_policy"
 options = {}
+partial_rollout = "finish"
 
 [algorithm.correction]
 method = "auto"
@@ -299,3 +300,12 @@ def test_schema_to_stdout_and_to_a_file(rlctl, tmp_path: Path) -> None:  # type:
     result = rlctl("config", "schema", "--output", str(target))
     assert result.stdout == "" and result.stderr == f"wrote {target}\n"
     assert json.loads(target.read_text()) == schema
+
+
+def test_validate_refuses_partial_rollouts_in_sync_training(rlctl) -> None:  # type: ignore[no-untyped-def]
+    result = rlctl("config", "validate", SMALL, "-s", 'algorithm.staleness.partial_rollout="resume"',
+                   code=2)
+    assert result.stdout == ""
+    assert "algorithm.staleness.partial_rollout" in result.stderr
+    assert "no request is in flight when the weights change" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -203,12 +203,28 @@ class Stream:
     def metrics(self, batch: KVBatchMeta) -> dict[str, float]:
         version = self.t.policy_version - 1  # the step's update has already been applied
         ages = [version - int(tg["weight_version_min"]) for tg in batch.tags] or [0]
-        return {
+        out = {
             "streaming/staleness_mean": sum(ages) / len(ages),
             "streaming/staleness_max": float(max(ages)),
             "streaming/dropped_groups": self.step_stats.get("dropped_groups", 0.0),
             "streaming/in_flight": float(sum(len(d.uids) for d in self.in_flight)),
         }
+        if self.t.recipe.algorithm.staleness.partial_rollout == "resume":
+            out.update(partial_metrics(batch))
+        return out
+
+
+def partial_metrics(batch: KVBatchMeta) -> dict[str, float]:
+    """Partial rollouts, over the step's trained samples: requests aborted at a weight update,
+    requests resumed on new weights, and weight-version segments per sample (1 = generated on
+    one version throughout)."""
+    tags = [tg for tg in batch.tags if "weight_segments" in tg]
+    return {
+        "rollout/partial_aborts": float(sum(int(tg["partial_aborts"]) for tg in tags)),
+        "rollout/partial_resumes": float(sum(int(tg["partial_resumes"]) for tg in tags)),
+        "rollout/partial_segments_mean":
+            sum(len(tg["weight_segments"]) for tg in tags) / max(len(tags), 1),
+    }
 
 
 def _uid_of(key: str) -> str | None:

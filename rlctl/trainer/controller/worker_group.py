@@ -261,7 +261,13 @@ class RayWorkerGroup(WorkerGroup):
         import ray
 
         super().__init__(name, len(init_kwargs), meter, timeout=timeout)
-        remote_cls = ray.remote(worker_cls)
+        # A worker class may run some methods on threads of their own (``concurrency_groups``:
+        # group -> threads, ``method_groups``: method -> group), e.g. a weight update that must
+        # not queue behind generate calls. (Ray takes the groups only here, not in options.)
+        groups = dict(getattr(worker_cls, "concurrency_groups", None) or {})
+        self.method_groups: dict[str, str] = dict(getattr(worker_cls, "method_groups", None) or {})
+        remote_cls = (ray.remote(concurrency_groups=groups)(worker_cls) if groups
+                      else ray.remote(worker_cls))
         self.actors = [
             remote_cls.options(num_cpus=num_cpus, name=None, max_concurrency=4).remote(**kwargs)
             for kwargs in init_kwargs
@@ -279,14 +285,20 @@ class RayWorkerGroup(WorkerGroup):
         refs = []
         for rank, kwargs in enumerate(per_rank):
             self.meter.count(method, kwargs, outgoing=True)
-            refs.append((rank, getattr(self.actors[rank], method).remote(**kwargs)))
+            refs.append((rank, self._method(rank, method).remote(**kwargs)))
         return Pending(method, refs)
 
     def _submit_one(
         self, rank: int, method: str, kwargs: dict[str, Any], timeout: float | None = None
     ) -> Pending:
         self.meter.count(method, kwargs, outgoing=True)
-        return Pending(method, [(rank, getattr(self.actors[rank], method).remote(**kwargs))])
+        return Pending(method, [(rank, self._method(rank, method).remote(**kwargs))])
+
+    def _method(self, rank: int, method: str) -> Any:
+        """The actor method, in its concurrency group when the worker class names one."""
+        bound = getattr(self.actors[rank], method)
+        group = self.method_groups.get(method)
+        return bound if group is None else bound.options(concurrency_group=group)
 
     def wait(self, pending: Pending, timeout: float | None = None) -> list[Any]:
         import ray

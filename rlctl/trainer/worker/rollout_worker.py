@@ -9,11 +9,12 @@ becomes a ``failure`` tag carrying the error, so the step reports it instead of 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import threading
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 from rlctl.config.loaded import LoadedRecipe
 from rlctl.protocol.kv import KVBatchMeta
@@ -52,6 +53,12 @@ def make_weight_sync(loaded: LoadedRecipe, registry: Any) -> tuple[Any, Any]:
 
 class RolloutWorker:
     """One AgentLoop worker with its rollout engine, reward functions and agent loop."""
+
+    # Ray runs update_weights on a thread of its own (RayWorkerGroup): a weight update reaches
+    # the engine while a generate call runs (partial rollouts abort its requests there),
+    # however many generate calls wait their turn on the default threads.
+    concurrency_groups: ClassVar[dict[str, int]] = {"weights": 1}
+    method_groups: ClassVar[dict[str, str]] = {"update_weights": "weights"}
 
     def __init__(
         self, loaded: LoadedRecipe, plane: Any, rank: int = 0, threads: int | None = None
@@ -186,6 +193,9 @@ class RolloutWorker:
                     "dispatch_step": tags.get("dispatch_step"),
                     "weight_version_min": tags.get("weight_version_min"),
                     "weight_version_max": tags.get("weight_version_max"),
+                    # partial rollouts: [version, start, end] of each generated span
+                    **({"weight_segments": tags["weight_segments"]}
+                       if "weight_segments" in tags else {}),
                     # multi-turn: what the policy generated ("gen") and what it read ("obs")
                     "segments": self._segments(response_rows[i].tolist(), mask_rows[i].tolist()),
                 }
@@ -225,10 +235,20 @@ class RolloutWorker:
 
     # ------------------------------------------------------------------ weights
     def update_weights(self, weights: Any, version: int) -> int:
-        """Load new policy weights (a state dict, or ``[ref]``: an ObjectRef or a LocalRef)."""
+        """Load new policy weights (a state dict, or ``[ref]``: an ObjectRef or a LocalRef).
+
+        A server engine runs the sync inside its ``weight_update``: requests that start
+        meanwhile wait for the new weights, and with partial rollouts on the requests in
+        flight are aborted first (each must answer within half of
+        ``schedule.phase_timeout_s``, the bound of this whole call) and resume afterwards.
+        """
         if isinstance(weights, list):  # a reference, wrapped so Ray does not resolve it early
             weights = resolve(weights[0], timeout=self.recipe.schedule.phase_timeout_s)
-        self.weight_sync(weights, self.engine, version)
+        update = getattr(self.engine, "weight_update", None)
+        window = (update(timeout_s=self.recipe.schedule.phase_timeout_s / 2)
+                  if update is not None else contextlib.nullcontext())
+        with window:
+            self.weight_sync(weights, self.engine, version)
         return self.engine.weight_version
 
     def state_dict(self) -> dict[str, Any]:

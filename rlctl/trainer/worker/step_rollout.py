@@ -258,6 +258,11 @@ class _StepRollout:
             "finish_reason": out.finish_reason,
             "num_turns": out.num_turns,
         }
+        if self.worker.recipe.algorithm.staleness.partial_rollout == "resume":
+            # the weight version of every generated span, and how often it was cut and resumed
+            tags["weight_segments"] = out.segments()
+            tags["partial_aborts"] = out.partial_aborts
+            tags["partial_resumes"] = out.partial_resumes
         if out.token_rewards is not None:
             tags["token_rewards"] = True
         for name, value in out.metrics.items():

@@ -107,15 +107,18 @@ async def post_json(
     body: dict[str, Any] | None = None,
     *,
     timeout_s: float | None = None,
+    limit: bool = True,
 ) -> Any:
-    """POST to one server (on ``http``'s loop); every failure names the server and its log."""
+    """POST to one server (on ``http``'s loop); every failure names the server and its log.
+    ``limit = False``: outside the ``max_in_flight`` slots (a control request)."""
     url = replica.url + path
     timeout = aiohttp.ClientTimeout(total=timeout_s) if timeout_s is not None else None
+    slot = http.semaphore if limit else contextlib.nullcontext()
     attempts = 3
     for attempt in range(1, attempts + 1):
         session = http.session if attempt == 1 else http.fresh_session
         try:
-            async with http.semaphore, session.post(url, json=body, timeout=timeout) as resp:
+            async with slot, session.post(url, json=body, timeout=timeout) as resp:
                 text = await resp.text()
                 if resp.status != 200:
                     raise ServerError(

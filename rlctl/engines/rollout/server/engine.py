@@ -1,7 +1,8 @@
 """What every server-mode rollout engine (``vllm``, ``sglang``) shares: replicas, seeds, lifecycle.
 
-A subclass says how to start one server (:meth:`ServerRolloutEngine.server_command`) and how to
-ask it for one generation (:meth:`ServerRolloutEngine._generate_one`). This base starts the
+A subclass says how to start one server (:meth:`ServerRolloutEngine.server_command`), how to
+send it one request (:meth:`ServerRolloutEngine._request`) and how to abort its requests
+(:attr:`ServerRolloutEngine.abort_path`). This base starts the
 servers (or attaches to ``urls``), warms each one up, sends requests round-robin over the
 replicas from one HTTP loop (:class:`~rlctl.engines.rollout.server.client.HTTPLoop`), derives one
 seed per request (engine seed and a request counter, so a sequence of calls is reproducible
@@ -17,6 +18,12 @@ through the engine's public surface, and nothing else of it:
 - :meth:`check_names` (refuse names the served checkpoint lacks, before anything is sent) and
   :meth:`stamp_version` (every later generation carries the new version).
 
+The rollout worker runs every sync inside :meth:`weight_update`: requests that start while
+weights change wait for the new version (so the version a generation is stamped with is the
+one that generated it), and with partial rollouts on (``[algorithm.staleness]
+partial_rollout = "resume"``) the requests in flight are aborted first and resumed on the new
+weights with the tokens they have (:mod:`rlctl.engines.rollout.server.partial`).
+
 ``model.path = "tiny"`` is materialised into a temporary directory first (same seed as the
 actor, so version 0 is the actor's initial weights), because a server loads checkpoints from disk.
 """
@@ -25,10 +32,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import shutil
 import tempfile
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
@@ -41,9 +49,11 @@ from rlctl.engines.rollout.server.client import (
     post_json,
 )
 from rlctl.engines.rollout.server.options import ServerOptions
+from rlctl.engines.rollout.server.partial import InFlight, PartialResponse, Reply, attempt_seed
 from rlctl.engines.rollout.server.process import (
     SERVED_MODEL_NAME,
     ServerCommand,
+    ServerError,
     ServerProcess,
     start_servers,
     wait_for_urls,
@@ -53,6 +63,10 @@ if TYPE_CHECKING:
     import torch
 
 T = TypeVar("T")
+
+ABORT_RETRY_S = 0.5
+"""A request sent just before an abort may reach its server after it: while requests are
+still out, the abort is sent again this often (aborting twice is harmless)."""
 
 
 class ServerRolloutEngine(ABC):
@@ -66,6 +80,11 @@ class ServerRolloutEngine(ABC):
     """Readiness probe of attached servers (started ones use their command's ``health_path``)."""
     served_name: ClassVar[str] = SERVED_MODEL_NAME
     """The model name servers this engine starts are told to serve."""
+    abort_path: ClassVar[str]
+    """POST path that aborts every request a server is running (answered with the tokens so
+    far and finish reason ``abort``)."""
+    abort_body: ClassVar[dict[str, Any]] = {}
+    """Its JSON body."""
 
     def __init__(self, spec: RolloutEngineSpec) -> None:
         self.spec = spec
@@ -78,6 +97,14 @@ class ServerRolloutEngine(ABC):
         self._workdir: Path | None = None
         self._model_path: str | None = None
         self._known_names: set[str] | None = None  # parameter names of the served checkpoint
+        # Partial rollouts (docs/streaming.md): abort at a weight update and resume on the new
+        # weights; otherwise an aborted request is an error, as it always was.
+        self._resume = spec.recipe.algorithm.staleness.partial_rollout == "resume"
+        self._flight: InFlight | None = None  # made on the HTTP loop, used only there
+        self.aborted_requests = 0
+        """Requests of this engine its servers answered as aborted."""
+        self.resumed_requests = 0
+        """Aborted requests sent again with their tokens so far (partial rollouts)."""
 
     # ------------------------------------------------------------------ subclass interface
     @abstractmethod
@@ -96,10 +123,11 @@ class ServerRolloutEngine(ABC):
         """One tiny generation: a server can be healthy yet fail its first request."""
 
     @abstractmethod
-    async def _generate_one(
-        self, prompt_ids: list[int], s: SamplingParams, seed: int
-    ) -> Generation:
-        """One request on the next replica -> a :class:`Generation` stamped with the version."""
+    async def _request(
+        self, replica: Replica, prompt_ids: list[int], s: SamplingParams, seed: int, version: int
+    ) -> Reply:
+        """One request to ``replica``, sent while the engine holds weight ``version``; an
+        answer cut short by an abort is a :class:`Reply` with finish reason ``abort``."""
 
     # ------------------------------------------------------------------ setup
     def load(self) -> None:
@@ -113,6 +141,7 @@ class ServerRolloutEngine(ABC):
                 self.options.request_timeout_s, self.options.max_concurrent_requests,
                 name=f"rlctl-{self.engine_name}-http",
             )
+            self._flight = self._http.run(_new_in_flight())
             self._http.run(self._warm_up_all())
         except BaseException:
             self.close()
@@ -229,6 +258,49 @@ class ServerRolloutEngine(ABC):
 
         return http.run(run_all())
 
+    async def _generate_one(
+        self, prompt_ids: list[int], s: SamplingParams, seed: int
+    ) -> Generation:
+        """One response (on the HTTP loop): one request, or with partial rollouts one per
+        weight version it spans, each stamped with the version it was sent under."""
+        if not prompt_ids:
+            raise ValueError("a prompt is empty: every request needs at least one token")
+        flight = self._require_flight()
+        response = PartialResponse(s.max_new_tokens)
+        ids, sampling = prompt_ids, s
+        while True:
+            await flight.wait_open()  # a weight update holds new and resumed requests
+            replica = self._next_replica()
+            version = self._version
+            flight.enter(replica.name)
+            try:
+                reply = await self._request(replica, ids, sampling,
+                                            attempt_seed(seed, response.resumes), version)
+            finally:
+                flight.leave(replica.name)
+            response.add(version, reply)
+            self.aborted_requests += reply.finish_reason == "abort"
+            if response.done:
+                return response.generation()
+            if not self._resume:
+                raise ServerError(
+                    f"server {replica.name} aborted a request (finish reason 'abort') and "
+                    "partial rollouts are off ([algorithm.staleness] partial_rollout = "
+                    '"finish"): something else aborts requests on it, e.g. a weight sync '
+                    'with pause_mode = "abort"')
+            ids, sampling = response.next_request(prompt_ids, s)
+            self.resumed_requests += 1
+
+    @property
+    def requests_in_flight(self) -> int:
+        """Generation requests sent and not answered yet (a snapshot)."""
+        return self._require_flight().count
+
+    def _require_flight(self) -> InFlight:
+        if self._flight is None:
+            raise RuntimeError(f"{type(self).__name__} used before load(): call load() first")
+        return self._flight
+
     def _next_seed(self) -> int:
         seed = (self.spec.seed * 1_000_003 + self._calls) % (2**63)
         self._calls += 1
@@ -255,6 +327,50 @@ class ServerRolloutEngine(ABC):
                 f"checkpoint does not have, e.g. {unknown[:3]}; {self.engine_name} would crash on "
                 "them. Export the actor's full state dict with Hugging Face parameter names"
             )
+
+    @contextlib.contextmanager
+    def weight_update(self, *, timeout_s: float) -> Iterator[None]:
+        """Run a weight sync inside this: requests that start meanwhile wait for the new
+        weights; with partial rollouts on, every request in flight is aborted first and each
+        must come back (with its tokens so far) within ``timeout_s``, or the update fails
+        naming the servers that did not answer. Aborted requests resume once the sync has
+        stamped the new version."""
+        flight = self._require_flight()
+        http = self.require_http()
+        http.run(_call(flight.close))
+        try:
+            if self._resume:
+                http.run(self._abort_in_flight(flight, timeout_s))
+            yield
+        finally:
+            with contextlib.suppress(RuntimeError):  # a closed engine has nothing to let in
+                http.run(_call(flight.open))
+
+    async def _abort_in_flight(self, flight: InFlight, timeout_s: float) -> None:
+        """Abort every request in flight and wait until each has come back. (A request the
+        engine sent just before may reach its server after the abort: the abort is repeated
+        every ``ABORT_RETRY_S`` while requests are out.)"""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while flight.count:
+            left = deadline - loop.time()
+            busy = [r for r in self._replicas if flight.by_server.get(r.name)]
+            if left <= 0:
+                late = ", ".join(f"{r.name} ({flight.by_server[r.name]})" for r in busy)
+                raise ServerError(
+                    f"requests in flight did not come back within {timeout_s:g} s of being "
+                    f"aborted at a weight update: {late}; the server does not acknowledge "
+                    "aborts (the bound is half of schedule.phase_timeout_s)"
+                    + "".join(r.log_suffix() for r in busy))
+            try:
+                await asyncio.gather(*(
+                    self.post(r, self.abort_path, self.abort_body, timeout_s=left, limit=False)
+                    for r in busy))
+            except ServerError as exc:
+                raise ServerError(
+                    f"aborting the requests in flight at a weight update failed: {exc}"
+                ) from exc
+            await flight.drained(min(ABORT_RETRY_S, deadline - loop.time()))
 
     def stamp_version(self, version: int) -> None:
         """Stamp ``version`` on every later generation: a weight sync calls it once every
@@ -302,12 +418,24 @@ class ServerRolloutEngine(ABC):
 
     async def post(
         self, replica: Replica, path: str, body: dict[str, Any] | None = None, *,
-        timeout_s: float | None = None,
+        timeout_s: float | None = None, limit: bool = True,
     ) -> Any:
         """POST JSON to one server and return its JSON answer (on the HTTP loop); every failure
-        is a ``ServerError`` naming the server and, if this engine started it, quoting its log."""
-        return await post_json(self.require_http(), replica, path, body, timeout_s=timeout_s)
+        is a ``ServerError`` naming the server and, if this engine started it, quoting its log.
+        ``limit = False``: not counted in ``max_concurrent_requests`` (an abort must get
+        through while the requests it aborts hold every slot)."""
+        return await post_json(self.require_http(), replica, path, body, timeout_s=timeout_s,
+                               limit=limit)
 
     async def get(self, replica: Replica, path: str, *, timeout_s: float | None = None) -> Any:
         """GET JSON from one server (on the HTTP loop); failures as for :meth:`post`."""
         return await fetch_json(self.require_http(), replica, path, timeout_s=timeout_s)
+
+
+async def _new_in_flight() -> InFlight:
+    return InFlight()
+
+
+async def _call(fn: Callable[[], None]) -> None:
+    """Run ``fn`` on the HTTP loop (asyncio events are not thread-safe)."""
+    fn()

@@ -22,6 +22,11 @@ version, and every answer carries the version the server generated with
 (``meta_info.weight_version``). A generation whose version is not the one the engine expects
 fails loudly instead of feeding stale samples to the trainer.
 
+Partial rollouts (``[algorithm.staleness] partial_rollout = "resume"``): at a weight update
+``POST /abort_request {"abort_all": true}`` cuts every request short; each answers
+``finish_reason.type = "abort"`` with the tokens and log-probs it has (and the old version),
+and the base engine resumes it on the new weights.
+
 Weight sync: the ``sglang`` weight sync (:mod:`rlctl.engines.rollout.sglang.weight_sync`, options
 in ``[engines.rollout.weight_sync_options]``) owns every update and drives it through the
 public surface of :class:`~rlctl.engines.rollout.server.engine.ServerRolloutEngine`; it calls
@@ -34,9 +39,10 @@ import json
 from pathlib import Path
 from typing import Any, ClassVar
 
-from rlctl.engines.rollout.contract import Generation, SamplingParams
+from rlctl.engines.rollout.contract import SamplingParams
 from rlctl.engines.rollout.server.client import Replica, get_json
 from rlctl.engines.rollout.server.engine import ServerRolloutEngine
+from rlctl.engines.rollout.server.partial import Reply
 from rlctl.engines.rollout.server.process import ServerCommand, ServerError
 from rlctl.engines.rollout.sglang.options import SGLangOptions
 from rlctl.engines.rollout.sglang.server import HEALTH_PATH, sglang_server_command
@@ -48,6 +54,8 @@ class SGLangRolloutEngine(ServerRolloutEngine):
     engine_name: ClassVar[str] = "sglang"
     options_model: ClassVar[type[SGLangOptions]] = SGLangOptions
     health_path: ClassVar[str] = HEALTH_PATH
+    abort_path: ClassVar[str] = "/abort_request"
+    abort_body: ClassVar[dict[str, Any]] = {"abort_all": True}
 
     def __init__(self, spec: Any) -> None:
         super().__init__(spec)
@@ -98,19 +106,15 @@ class SGLangRolloutEngine(ServerRolloutEngine):
         super().stamp_version(version)
 
     # ------------------------------------------------------------------ generation
-    async def _generate_one(
-        self, prompt_ids: list[int], s: SamplingParams, seed: int
-    ) -> Generation:
-        if not prompt_ids:
-            raise ValueError("a prompt is empty: every request needs at least one token")
+    async def _request(
+        self, replica: Replica, prompt_ids: list[int], s: SamplingParams, seed: int, version: int
+    ) -> Reply:
         if self._vocab_size is not None and not all(0 <= t < self._vocab_size for t in prompt_ids):
             bad = [t for t in prompt_ids if not 0 <= t < self._vocab_size]
             raise ValueError(
                 f"prompt token ids {bad[:5]} are outside the model's vocabulary (size "
                 f"{self._vocab_size}); SGLang would crash on them. Check the tokenizer"
             )
-        replica = self._next_replica()
-        version = self._version
         body = {
             "input_ids": prompt_ids,
             "sampling_params": {
@@ -143,7 +147,7 @@ class SGLangRolloutEngine(ServerRolloutEngine):
             raise ServerError(
                 f"server {replica.name} returned log-probs for other tokens than output_ids"
             )
-        if finish not in ("stop", "length"):
+        if finish not in ("stop", "length", "abort"):
             raise ServerError(
                 f"server {replica.name} ended a request with "
                 f"finish_reason={meta['finish_reason']!r}"
@@ -155,6 +159,4 @@ class SGLangRolloutEngine(ServerRolloutEngine):
                 f"engine expects {expected!r} (version {version}): a weight update did not reach "
                 "it or someone else updated it; these samples would be off-policy"
             )
-        return Generation(
-            token_ids=token_ids, log_probs=log_probs, finish_reason=finish, weight_version=version
-        )
+        return Reply(token_ids, log_probs, finish)

@@ -11,6 +11,11 @@ the one of the distribution the token was drawn from (after temperature / top-k 
 the ``hf`` engine. Every request carries its own seed (engine seed and a request counter), so a
 sequence of calls is reproducible whatever the server batches together.
 
+Partial rollouts (``[algorithm.staleness] partial_rollout = "resume"``): at a weight update
+``POST /abort_requests`` (dev mode) cuts every request short; each answers ``finish_reason =
+"abort"`` with the tokens and log-probs it has, and the base engine resumes it on the new
+weights.
+
 Weight sync: the ``vllm`` weight-sync plugin (:mod:`rlctl.engines.rollout.vllm.weight_sync`) owns
 every update (vLLM's native weight-transfer lifecycle, or the ``reload`` fallback) and drives it
 through the public surface of :class:`~rlctl.engines.rollout.server.engine.ServerRolloutEngine`.
@@ -25,9 +30,10 @@ import json
 from pathlib import Path
 from typing import ClassVar
 
-from rlctl.engines.rollout.contract import Generation, RolloutEngineSpec, SamplingParams
+from rlctl.engines.rollout.contract import RolloutEngineSpec, SamplingParams
 from rlctl.engines.rollout.server.client import Replica, get_json
 from rlctl.engines.rollout.server.engine import ServerRolloutEngine
+from rlctl.engines.rollout.server.partial import Reply
 from rlctl.engines.rollout.server.process import ServerCommand, ServerError
 from rlctl.engines.rollout.vllm.options import VLLMOptions, VLLMWeightSyncOptions
 from rlctl.engines.rollout.vllm.server import vllm_server_command
@@ -42,6 +48,8 @@ class VLLMRolloutEngine(ServerRolloutEngine):
 
     engine_name: ClassVar[str] = "vllm"
     options_model: ClassVar[type[VLLMOptions]] = VLLMOptions
+    # dev mode (VLLM_SERVER_DEV_MODE=1); an empty body aborts every request in flight
+    abort_path: ClassVar[str] = "/abort_requests"
 
     def __init__(self, spec: RolloutEngineSpec) -> None:
         super().__init__(spec)
@@ -102,13 +110,9 @@ class VLLMRolloutEngine(ServerRolloutEngine):
         await self.post(replica, "/v1/completions", body)
 
     # ------------------------------------------------------------------ generation
-    async def _generate_one(
-        self, prompt_ids: list[int], s: SamplingParams, seed: int
-    ) -> Generation:
-        if not prompt_ids:
-            raise ValueError("a prompt is empty: every request needs at least one token")
-        replica = self._next_replica()
-        version = self._version
+    async def _request(
+        self, replica: Replica, prompt_ids: list[int], s: SamplingParams, seed: int, version: int
+    ) -> Reply:
         body = {
             "model": replica.model,
             "prompt": prompt_ids,
@@ -128,7 +132,9 @@ class VLLMRolloutEngine(ServerRolloutEngine):
         try:
             choice = data["choices"][0]
             token_ids = [int(t) for t in choice["token_ids"]]
-            log_probs = [float(x) for x in choice["logprobs"]["token_logprobs"]]
+            # an abort before the first token answers without log-probs
+            logprobs = choice["logprobs"] or {"token_logprobs": []}
+            log_probs = [float(x) for x in logprobs["token_logprobs"]]
             finish = choice["finish_reason"]
         except (KeyError, IndexError, TypeError) as exc:
             raise ServerError(
@@ -141,10 +147,8 @@ class VLLMRolloutEngine(ServerRolloutEngine):
                 f"server {replica.name} returned {len(token_ids)} tokens but {len(log_probs)} "
                 "log-probs"
             )
-        if finish not in ("stop", "length"):
+        if finish not in ("stop", "length", "abort"):
             raise ServerError(
                 f"server {replica.name} ended a request with finish_reason={finish!r}"
             )
-        return Generation(
-            token_ids=token_ids, log_probs=log_probs, finish_reason=finish, weight_version=version
-        )
+        return Reply(token_ids, log_probs, finish)

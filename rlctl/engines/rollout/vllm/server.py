@@ -81,6 +81,11 @@ def vllm_server_command(
     ]
     if eager:
         argv.append("--enforce-eager")
+    if on_cpu and not any(a.endswith("chunked-prefill") for a in options.extra_args):
+        # vLLM 0.32 on CPU: a seeded request whose prefill is split across steps kills the
+        # engine ("CPU Generator does not use offset", measured with 64 prompts of 90
+        # tokens, the size of resumed partial rollouts); whole prefills avoid that path.
+        argv.append("--no-enable-chunked-prefill")
     argv.append(
         "--enable-prefix-caching" if options.enable_prefix_caching else "--no-enable-prefix-caching"
     )

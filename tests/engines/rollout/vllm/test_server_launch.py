@@ -53,6 +53,11 @@ def test_command_line_is_eager_dev_mode_loopback_on_cpu():
     assert f"--host 127.0.0.1 --port {cmd.port}" in argv
     assert "--enforce-eager" in cmd.argv and argv.endswith("--max-num-seqs 8")
     assert "--logprobs-mode processed_logprobs" in argv and "--generation-config vllm" in argv
+    # split prefills of seeded requests crash vLLM's CPU sampler
+    assert "--no-enable-chunked-prefill" in cmd.argv
+    chunked = command(VLLMOptions(python="/opt/venv/bin/python",
+                                  extra_args=["--enable-chunked-prefill"]))
+    assert "--no-enable-chunked-prefill" not in chunked.argv  # the recipe's choice wins
     assert cmd.env == {"VLLM_SERVER_DEV_MODE": "1", "VLLM_CPU_KVCACHE_SPACE": "1",
                        # native weight sync's extension only
                        "PYTHONPATH": str(WORKER_EXTENSION_DIR)}
@@ -61,6 +66,7 @@ def test_command_line_is_eager_dev_mode_loopback_on_cpu():
     gpu = vllm_server_command("v", VLLMOptions(python=sys.executable), model="m", dtype="bfloat16",
                               seed=0, device="cuda", transfer_backend=RLCTL_TRANSFER_BACKEND)
     assert "--enforce-eager" not in gpu.argv and "--gpu-memory-utilization" in gpu.argv
+    assert "--no-enable-chunked-prefill" not in gpu.argv
     assert gpu.argv[0] == sys.executable and gpu.unset_env == ()
 
 
