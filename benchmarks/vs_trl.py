@@ -4,8 +4,11 @@
 
 Three runs, one after another, each a child process of this one: TRL's GRPOTrainer
 (``benchmarks/trl_grpo.py`` in the TRL env that ``benchmarks/build_trl_env.sh`` builds;
-``--build-env`` runs that first), ``rlctl train recipes/tiny_grpo.toml --local`` and the same
-recipe in Ray mode (2 FSDP ranks, an ``hf`` rollout actor, the ``ray`` data plane). Same model
+``--build-env`` runs that first), ``rlctl train recipes/tiny_grpo.toml --local`` (every role in
+this one process, like TRL, so with the in-process ``memory`` data plane:
+``-s data_plane.backend=memory``; the recipe's ``ray`` plane would start a Ray cluster for one
+process) and the same recipe in Ray mode (2 FSDP ranks, an ``hf`` rollout actor, the ``ray``
+data plane). Same model
 (rlctl's offline tiny Qwen3), task (count_digits), reward (digits_match), batch (64 prompts x
 8), 3 new tokens, lr and one update per step; nothing is downloaded.
 
@@ -126,7 +129,8 @@ def run_rlctl(args: argparse.Namespace, work: Path, local: bool) -> RunResult:
     name = "local" if local else "ray"
     cmd = [sys.executable, "-m", "rlctl", "train", str(RECIPE), "--quiet",
            "-s", f"schedule.total_steps={args.steps}", "-s", f'run.output_dir="{work}"',
-           "-s", f'run.name="{name}"', *(["--local"] if local else [])]
+           "-s", f'run.name="{name}"',
+           *(["--local", "-s", "data_plane.backend=memory"] if local else [])]
     env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
     load0 = os.getloadavg()[0]
     wall = run_child(cmd, env, args.timeout_s, work / f"{name}.log")

@@ -16,15 +16,22 @@ def build_optimizer(
     """AdamW / Adam / SGD with the recipe's hyper-parameters (``lr`` overrides, e.g. critic)."""
     peak = optim.lr if lr is None else lr
     params = [p for p in params if p.requires_grad]
+    # Adam(W) fused (one kernel over all parameters), SGD foreach (one multi-tensor op per
+    # term), not torch's default on CPU: a Python loop of ops per parameter. For FSDP's
+    # DTensor parameters every op is dispatched through sharding propagation, and that loop
+    # was most of the tiny recipe's optimizer step on 2 ranks (13 ms; fused: 1 ms). Same
+    # update up to float summation order.
     if optim.name == "adamw":
         return torch.optim.AdamW(
-            params, lr=peak, betas=optim.betas, eps=optim.eps, weight_decay=optim.weight_decay
+            params, lr=peak, betas=optim.betas, eps=optim.eps, weight_decay=optim.weight_decay,
+            fused=True,
         )
     if optim.name == "adam":
         return torch.optim.Adam(
-            params, lr=peak, betas=optim.betas, eps=optim.eps, weight_decay=optim.weight_decay
+            params, lr=peak, betas=optim.betas, eps=optim.eps, weight_decay=optim.weight_decay,
+            fused=True,
         )
-    return torch.optim.SGD(params, lr=peak, weight_decay=optim.weight_decay)
+    return torch.optim.SGD(params, lr=peak, weight_decay=optim.weight_decay, foreach=True)
 
 
 def lr_factor(step: int, optim: OptimSection, total_steps: int) -> float:

@@ -180,6 +180,9 @@ class Session:
         )
         # Version 0: the rollout engines start from exactly the actor's initial weights.
         self.trainer.sync_weights(version=0)
+        from rlctl.trainer.startup_heap import freeze_startup_heap
+
+        freeze_startup_heap()  # models and engines are built (in --local, all of them)
 
     def _bounds(self) -> dict[str, float]:
         schedule = self.recipe.schedule

@@ -140,6 +140,8 @@ class AgentLoopSpec(OptionsSpec):
 
 # generate(prompt_ids, sampling) -> Generation (token_ids, log_probs, finish_reason, weight_version)
 GenerateFn = Callable[[list[int], SamplingParams], Awaitable[Any]]
+# generate_many(prompts, sampling) -> one Generation per prompt, or the exception of its request
+GenerateManyFn = Callable[[list[list[int]], SamplingParams], Awaitable[list[Any]]]
 
 
 class AgentLoop(Protocol):
@@ -161,17 +163,30 @@ class SingleTurnAgentLoop:
     async def run(
         self, prompt: PromptRecord, session_id: int, sampling: SamplingParams, generate: GenerateFn
     ) -> list[AgentOutput]:
-        gen = await generate(prompt.prompt_ids, sampling)
-        return [
-            AgentOutput(
-                prompt_ids=list(prompt.prompt_ids),
-                response_ids=list(gen.token_ids),
-                rollout_log_probs=list(gen.log_probs),
-                finish_reason=gen.finish_reason,
-                weight_version=gen.weight_version,
-                **partial_fields(gen),
-            )
-        ]
+        return [self._output(prompt, await generate(prompt.prompt_ids, sampling))]
+
+    async def run_batch(
+        self,
+        requests: list[tuple[PromptRecord, int]],
+        sampling: SamplingParams,
+        generate_many: GenerateManyFn,
+    ) -> list[list[AgentOutput] | BaseException]:
+        """The sessions ``(prompt, session_id)`` at once, in order: one ``run`` each, as one
+        batched request to the engine (the rollout worker calls this when a loop has it)."""
+        gens = await generate_many([rec.prompt_ids for rec, _ in requests], sampling)
+        return [gen if isinstance(gen, BaseException) else [self._output(rec, gen)]
+                for (rec, _), gen in zip(requests, gens, strict=True)]
+
+    @staticmethod
+    def _output(prompt: PromptRecord, gen: Any) -> AgentOutput:
+        return AgentOutput(
+            prompt_ids=list(prompt.prompt_ids),
+            response_ids=list(gen.token_ids),
+            rollout_log_probs=list(gen.log_probs),
+            finish_reason=gen.finish_reason,
+            weight_version=gen.weight_version,
+            **partial_fields(gen),
+        )
 
 
 def partial_fields(gen: Any, offset: int = 0) -> dict[str, Any]:

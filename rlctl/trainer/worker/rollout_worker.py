@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 from rlctl.config.loaded import LoadedRecipe
 from rlctl.protocol.kv import KVBatchMeta
 from rlctl.protocol.refs import resolve
+from rlctl.trainer.startup_heap import freeze_startup_heap
 from rlctl.trainer.worker.agent_loop import AgentLoopSpec, PromptRecord, SamplingParams
 from rlctl.trainer.worker.fields import non_tensor_column, rows
 from rlctl.trainer.worker.step_rollout import _StepRollout
@@ -109,6 +110,7 @@ class RolloutWorker:
         self.judges = RewardSet.from_sections(sections, registry, options, kind="judge")
         eos = self.tokenizer.eos_token_id
         self.eos_ids = [eos] if isinstance(eos, int) else list(eos or [])
+        freeze_startup_heap()  # the engine and rewards are built: see startup_heap.py
         return True
 
     # ------------------------------------------------------------------ rollout

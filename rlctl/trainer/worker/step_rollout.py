@@ -1,7 +1,9 @@
 """The sessions of one ``RolloutWorker.generate`` call: run, score, and write to the data plane.
 
 Sessions run concurrently on one event loop; each is bounded by ``schedule.sample_timeout_s``
-and a session that raises becomes a ``failure`` output of its uid. Scored outputs are written
+and a session that raises becomes a ``failure`` output of its uid. An agent loop with a
+``run_batch`` (the single-turn loop) runs the call's sessions as one batch instead: the
+same generations, without a coroutine per session. Scored outputs are written
 in batches (one ``kv_batch_put`` per flush) with their tags.
 """
 
@@ -47,12 +49,11 @@ class _StepRollout:
     async def run_all(
         self, records: list[PromptRecord], n_per_prompt: list[int]
     ) -> dict[str, float]:
-        results = await asyncio.gather(
-            *(
-                self._run_prompt(rec, n)
-                for rec, n in zip(records, n_per_prompt, strict=True)
-            )
-        )
+        pairs = list(zip(records, n_per_prompt, strict=True))
+        if hasattr(self.worker.agent_loop, "run_batch"):
+            results = await self._run_batch(pairs)
+        else:
+            results = await asyncio.gather(*(self._run_prompt(rec, n) for rec, n in pairs))
         return {
             "outputs": float(sum(r[0] for r in results)),
             "failures": float(sum(r[1] for r in results)),
@@ -62,6 +63,40 @@ class _StepRollout:
         sessions = await asyncio.gather(
             *(self._bounded_session(rec, s) for s in range(n)), return_exceptions=True,
         )
+        return await self._finish_group(rec, sessions)
+
+    async def _run_batch(self, pairs: list[tuple[PromptRecord, int]]) -> list[tuple[int, int]]:
+        """Every session of the call in one ``run_batch`` of the agent loop (the single-turn
+        loop: one batched generate, no coroutine per session). The sessions all start now,
+        so one deadline bounds them all: past ``schedule.sample_timeout_s`` each becomes the
+        ``failure`` a lone session would."""
+        requests = [(rec, s) for rec, n in pairs for s in range(n)]
+        bound = self.worker.recipe.schedule.sample_timeout_s
+        deadline = asyncio.timeout(bound)
+        results: list[Any]
+        try:
+            async with deadline:
+                results = await self.worker.agent_loop.run_batch(
+                    requests, self.sampling, self._generate_many)
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            results = [TimeoutError(
+                f"session {s} of prompt {rec.uid} ran past schedule.sample_timeout_s "
+                f"= {bound:g} s and was cancelled") for rec, s in requests]
+        groups: list[list[Any]] = []
+        start = 0
+        for _, n in pairs:
+            groups.append(results[start : start + n])
+            start += n
+        # together: their outputs land in one flush of the data-plane writes
+        return list(await asyncio.gather(
+            *(self._finish_group(rec, group) for (rec, _), group in zip(pairs, groups,
+                                                                         strict=True))))
+
+    async def _finish_group(self, rec: PromptRecord, sessions: list[Any]) -> tuple[int, int]:
+        """Score and write the sessions of one prompt (outputs, or the exception a session
+        raised: a ``failure`` sample naming it)."""
         outputs: list[_Scored] = []
         failures: list[tuple[str, str]] = []
         for session_id, result in enumerate(sessions):
@@ -271,4 +306,15 @@ class _StepRollout:
 
     async def _generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Any:
         return await self.worker.engine.generate(prompt_ids, sampling)
+
+    async def _generate_many(
+        self, prompts: list[list[int]], sampling: SamplingParams
+    ) -> list[Any]:
+        """One generation per prompt, or the exception of its request: the engine's batched
+        ``generate_many`` where it has one, else its ``generate`` per prompt, concurrently."""
+        engine = self.worker.engine
+        if hasattr(engine, "generate_many"):
+            return await engine.generate_many(prompts, sampling)
+        return list(await asyncio.gather(*(engine.generate(p, sampling) for p in prompts),
+                                         return_exceptions=True))
 

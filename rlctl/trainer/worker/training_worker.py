@@ -106,6 +106,9 @@ class TrainingWorker:
         first = next(iter(self.engines.values()))
         self.dp_rank, self.dp_size = first.dp_rank, first.dp_size
         self.writes_outputs = first.writes_outputs
+        from rlctl.trainer.startup_heap import freeze_startup_heap
+
+        freeze_startup_heap()  # the engines are built: see startup_heap.py
         return True
 
     def layout(self) -> tuple[int, int, bool]:

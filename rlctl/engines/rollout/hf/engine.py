@@ -26,6 +26,7 @@ import asyncio
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 
 import torch
 from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
@@ -195,12 +196,13 @@ class HFRolloutEngine:
         model = self._require_model()
         if any(len(p) == 0 for p in prompts):
             raise ValueError("a prompt is empty: every request needs at least one token")
-        width = max(len(p) for p in prompts)
-        input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
-        attention_mask = torch.zeros((len(prompts), width), dtype=torch.long)
-        for i, p in enumerate(prompts):  # left padding: generation appends on the right
-            input_ids[i, width - len(p) :] = torch.as_tensor(list(p), dtype=torch.long)
-            attention_mask[i, width - len(p) :] = 1
+        lengths = torch.tensor([len(p) for p in prompts])[:, None]  # [B, 1]
+        width = int(lengths.max())
+        # left padding (generation appends on the right): row i's last len_i columns are real
+        real = torch.arange(width)[None, :] >= width - lengths  # [B, W]
+        input_ids = torch.full(real.shape, self.pad_id, dtype=torch.long)
+        input_ids[real] = torch.tensor(list(chain.from_iterable(prompts)), dtype=torch.long)
+        attention_mask = real.long()
         greedy = temperature <= 0
         recorder = _WarpAndRecord(temperature, top_k, top_p, prompt_width=width)
         config = GenerationConfig(
@@ -237,10 +239,10 @@ class HFRolloutEngine:
                     torch.set_num_threads(previous_threads)
             version = self._version
         new_tokens = sequences[:, width:]  # [B, T]
-        log_probs = recorder.finish(new_tokens).cpu()  # [B, T]
-        new_tokens = new_tokens.cpu()
+        log_probs = recorder.finish(new_tokens).cpu().tolist()  # [B][T]
         stops = self._stops(stop_token_ids)
-        return [self._cut(new_tokens[i], log_probs[i], version, stops) for i in range(len(prompts))]
+        return [self._cut(ids, lps, version, stops)
+                for ids, lps in zip(new_tokens.cpu().tolist(), log_probs, strict=True)]
 
     def _shared_prefill(
         self, prompts: Sequence[Sequence[int]], input_ids: torch.Tensor,
@@ -284,17 +286,16 @@ class HFRolloutEngine:
         """Eos ids, then the request's stop ids (the same list as before when there are none)."""
         return self.eos_ids + [t for t in stop_token_ids if t not in self.eos_ids]
 
-    def _cut(self, tokens: torch.Tensor, log_probs: torch.Tensor, version: int,
+    def _cut(self, ids: list[int], log_probs: list[float], version: int,
              stops: list[int]) -> Generation:
         """Keep tokens up to and including the first eos (or stop token)."""
-        ids = tokens.tolist()
         stop = None if self.options.ignore_eos else next(
             (i for i, t in enumerate(ids) if t in stops), None
         )
         end = len(ids) if stop is None else stop + 1
         return Generation(
             token_ids=ids[:end],
-            log_probs=log_probs[:end].tolist(),
+            log_probs=log_probs[:end],
             finish_reason="length" if stop is None else "stop",
             weight_version=version,
         )
@@ -320,6 +321,16 @@ class HFRolloutEngine:
             # sessions started together land in the same batch.
             loop.call_soon(lambda: loop.create_task(self._flush()))
         return await future
+
+    async def generate_many(
+        self, prompts: Sequence[Sequence[int]], sampling: SamplingParams
+    ) -> list[Generation]:
+        """``generate`` of every prompt at once: the same batch, seed and outputs as their
+        requests queued in one tick, without a future per request."""
+        seed = self.spec.seed * 1_000_003 + self._calls  # as _flush derives it
+        self._calls += 1
+        return await asyncio.to_thread(
+            self._generate_seeded, [list(p) for p in prompts], sampling, seed)
 
     async def _flush(self) -> None:
         self._flush_scheduled = False

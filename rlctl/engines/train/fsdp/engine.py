@@ -42,6 +42,7 @@ from rlctl.config.derived import derive
 from rlctl.engines.distributed import all_reduce_max_int, all_reduce_sum, ensure_process_group
 from rlctl.engines.train.batch import ModelBatch
 from rlctl.engines.train.contract import LossFn, ModelEngineSpec
+from rlctl.engines.train.fsdp.full_weights import clip_sharded_grads, gathered_state_dict
 from rlctl.engines.train.fsdp.options import FSDPOptions
 from rlctl.engines.train.log_probs import token_log_probs
 from rlctl.engines.train.lr_schedule import build_optimizer, build_scheduler
@@ -333,8 +334,12 @@ class FSDPEngine:
         assert self.model is not None and self.optimizer is not None and self.scheduler is not None
         clip = self.recipe.algorithm.optim.grad_clip
         params = [p for p in self.model.parameters() if p.requires_grad]
-        norm = torch.nn.utils.clip_grad_norm_(params, max_norm=clip if clip else math.inf)
-        grad_norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
+        if self.spec.world_size > 1:
+            grad_norm = clip_sharded_grads(params, clip, self._comm_device)
+        else:
+            norm = torch.nn.utils.clip_grad_norm_(params, max_norm=clip if clip else math.inf,
+                                                  foreach=True)
+            grad_norm = float(norm)
         lr = float(self.scheduler.get_last_lr()[0])
         if math.isfinite(grad_norm):
             self.optimizer.step()
@@ -350,6 +355,10 @@ class FSDPEngine:
         Every rank must call it (it gathers shards).
         """
         model = self._require_model()
+        if self.spec.world_size > 1 and self.options.mixed_precision == "none" and not (
+            self.options.cpu_offload and self.device.type == "cuda"
+        ):  # one all-gather per FSDP unit, not one per parameter (full_weights.py)
+            return gathered_state_dict(model, keep=self.spec.rank == 0)
         options = StateDictOptions(full_state_dict=True, cpu_offload=True)
         state = get_model_state_dict(model, options=options)
         # With one CPU rank the "gathered" tensors can alias the live parameters; the next

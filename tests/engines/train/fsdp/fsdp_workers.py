@@ -84,6 +84,11 @@ def _run(rank: int, world: int, port: int, out_path: str, scenario: str) -> None
         results["log_probs"], results["entropy"] = lp, ent
         results["metrics"] = actor.train_minibatch(batch, fields, policy_loss, temperature=0.7)
         results["weights"] = actor.export_weights()
+        # what the fast export (one all-gather per FSDP unit) must equal: DCP's full state dict
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        full = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        results["weights_dcp"] = get_model_state_dict(actor.model, options=full)
         critic = FSDPEngine(ModelEngineSpec("critic", rec, rank=rank, world_size=world))
         critic.init()
         cfields = dict(fields, returns=adv[rows])
@@ -91,6 +96,7 @@ def _run(rank: int, world: int, port: int, out_path: str, scenario: str) -> None
         results["critic_metrics"] = critic.train_minibatch(batch, cfields, value_loss)
         results["values1"] = critic.compute_values(batch)
         results["critic_weights"] = critic.export_weights()
+        results["critic_weights_dcp"] = get_model_state_dict(critic.model, options=full)
     if scenario == "all":  # world 1 only: ref, checkpoint round trip, rollout consistency
         ref = FSDPEngine(ModelEngineSpec("ref", rec))
         ref.init()

@@ -90,3 +90,14 @@ def test_rollout_log_probs_match_engine(one_rank):
     assert r["versions"] == {5}
     diff = ((r["engine"] - r["rollout"]) * r["mask"]).abs().max().item()
     assert diff < 1e-4
+
+
+@pytest.mark.parametrize("role", ["actor", "critic"])
+def test_exported_weights_equal_the_full_state_dict(two_ranks, role):
+    """Two ranks export by unsharding each FSDP unit (full_weights.py): the same keys (tied
+    weights under both names) and values as DCP's full state dict."""
+    key = "weights" if role == "actor" else "critic_weights"
+    fast, dcp = two_ranks[key], two_ranks[f"{key}_dcp"]
+    assert sorted(fast) == sorted(dcp)
+    for name, value in dcp.items():
+        assert fast[name].dtype == value.dtype and torch.equal(fast[name], value), name
