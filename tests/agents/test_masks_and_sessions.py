@@ -232,3 +232,32 @@ def test_a_reward_model_scores_each_session_once(plugins, tmp_path):
     want = SequenceClassifierReward(RewardModelOptions(**model))(last)
     assert got == pytest.approx([want[0], want[1], want[1], want[2]], abs=1e-5)
     assert len({round(v, 4) for v in want}) == 3  # a real signal, not a constant
+
+
+def test_the_single_turn_batch_hands_a_failed_generate_to_every_session() -> None:
+    """run_batch (one generate for a call's sessions): a failing batch is every session's
+    failure, as the queued per-session requests were; one failing request only its own."""
+    import asyncio
+
+    from rlctl.trainer.worker.agent_loop import PromptRecord, SingleTurnAgentLoop
+
+    recs = [PromptRecord(uid=f"u{i}", prompt_ids=[1, 5 + i], ground_truth={}, data_source="t")
+            for i in range(2)]
+    requests = [(recs[0], 0), (recs[0], 1), (recs[1], 0)]
+
+    async def broken(prompts, sampling):
+        raise RuntimeError("engine gone")
+
+    out = asyncio.run(SingleTurnAgentLoop().run_batch(requests, SamplingParams(2), broken))
+    assert [str(o) for o in out] == ["engine gone"] * 3
+
+    class Gen:
+        token_ids, log_probs, finish_reason, weight_version = [7], [-0.5], "stop", 3
+
+    async def one_fails(prompts, sampling):
+        return [Gen(), ValueError("request 1 refused"), Gen()]
+
+    out = asyncio.run(SingleTurnAgentLoop().run_batch(requests, SamplingParams(2), one_fails))
+    assert isinstance(out[1], ValueError)
+    assert [o[0].response_ids for o in (out[0], out[2])] == [[7], [7]]
+    assert out[2][0].prompt_ids == [1, 6] and out[2][0].weight_version == 3

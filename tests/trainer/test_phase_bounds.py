@@ -99,6 +99,13 @@ class StuckLoop:
         await asyncio.sleep(3600)
 
 
+class StuckBatchLoop(StuckLoop):
+    """A loop that runs a call's sessions as one batch (like single_turn), which never ends."""
+
+    async def run_batch(self, requests, sampling, generate_many):
+        await asyncio.sleep(3600)
+
+
 @pytest.fixture
 def stuck_loop_plugin():
     module = types.ModuleType("rlctl_test_stuck_loop")
@@ -106,6 +113,7 @@ def stuck_loop_plugin():
     @hookimpl
     def register_agent_loops(register):
         register("stuck", StuckLoop, description="never returns")
+        register("stuck_batch", StuckBatchLoop, description="its batch never returns")
 
     module.register_agent_loops = register_agent_loops
     sys.modules[module.__name__] = module
@@ -116,10 +124,11 @@ def stuck_loop_plugin():
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("loop", ["stuck", "stuck_batch"])
 def test_a_local_run_whose_rollout_hangs_fails_within_the_bound(
-    make_recipe, stuck_loop_plugin, capsys
+    make_recipe, stuck_loop_plugin, capsys, loop
 ):
-    recipe = make_recipe(rollout={"agent_loop": "stuck", "max_new_tokens": 3},
+    recipe = make_recipe(rollout={"agent_loop": loop, "max_new_tokens": 3},
                          schedule={"total_steps": 3, "sample_timeout_s": 5, "phase_timeout_s": 5})
     started = time.monotonic()
     code = train_from_recipe(recipe)

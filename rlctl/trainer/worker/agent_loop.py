@@ -173,7 +173,10 @@ class SingleTurnAgentLoop:
     ) -> list[list[AgentOutput] | BaseException]:
         """The sessions ``(prompt, session_id)`` at once, in order: one ``run`` each, as one
         batched request to the engine (the rollout worker calls this when a loop has it)."""
-        gens = await generate_many([rec.prompt_ids for rec, _ in requests], sampling)
+        try:
+            gens = await generate_many([rec.prompt_ids for rec, _ in requests], sampling)
+        except Exception as exc:  # noqa: BLE001 - the batch failed: each session with it
+            return [exc] * len(requests)
         return [gen if isinstance(gen, BaseException) else [self._output(rec, gen)]
                 for (rec, _), gen in zip(requests, gens, strict=True)]
 
