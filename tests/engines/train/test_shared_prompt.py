@@ -79,3 +79,29 @@ def test_shared_logits_and_gradients_equal_the_padded_forward(lengths, two_calls
     for name, grad in base.items():
         torch.testing.assert_close(got[name], grad, atol=2e-6, rtol=1e-5)
     assert max(g.abs().max().item() for g in base.values()) > 1e-3  # not vacuous
+
+
+def test_an_engine_under_gradient_checkpointing_trains_without_the_shared_forward() -> None:
+    """transformers drops a checkpointed layer's cache while training: the fsdp engine then
+    runs the padded forward (and still shares in its no-grad log-prob pass)."""
+    from rlctl.config.recipe import Recipe
+    from rlctl.engines.train.contract import ModelEngineSpec
+    from rlctl.engines.train.fsdp.engine import FSDPEngine
+
+    recipe = Recipe.model_validate({
+        "model": {"path": "tiny", "dtype": "float32", "gradient_checkpointing": True},
+        "algorithm": {"optim": {"name": "sgd", "lr": 0.1}},
+        "engines": {"train": {"ranks": 1, "micro_batch_size": 6, "log_prob_micro_batch_size": 6}},
+    })
+    engine = FSDPEngine(ModelEngineSpec("actor", recipe))
+    engine.init()
+    mb = grouped_batch([2, 3, 1, 4, 2, 3])
+    used: list[bool] = []
+    real = engine._shares_prompts
+    engine._shares_prompts = lambda model: used.append(real(model)) or used[-1]  # type: ignore[method-assign]
+    engine.compute_log_prob(mb, temperature=1.0)
+    fields = {"response_mask": mb.response_mask}
+    metrics = engine.train_minibatch(
+        mb, fields, lambda out, f: ((out["log_probs"] * f["response_mask"]).sum(), {}))
+    assert used == [True, False]  # log-probs shared (no grad), the update not
+    assert metrics["grad_norm"] > 0

@@ -89,7 +89,10 @@ class FSDPEngine:
         if self.options.packing:  # every forward of this engine runs packed rows
             use_varlen_attention(model.trunk if spec.role == "critic" else model)
         if recipe.model.gradient_checkpointing and spec.role != "ref":
-            (model.trunk if spec.role == "critic" else model).gradient_checkpointing_enable()
+            hf = model.trunk if spec.role == "critic" else model
+            # transformers 5 renamed it (the old name warns, and goes in v6)
+            enable = getattr(hf, "activation_checkpointing_enable", None)
+            (enable or hf.gradient_checkpointing_enable)()
         if spec.role == "ref":
             model.requires_grad_(False)
         model.to(self.device)
@@ -185,7 +188,10 @@ class FSDPEngine:
 
     def _shares_prompts(self, model: nn.Module) -> bool:
         # transformers drops the KV cache of a checkpointed layer while training
-        checkpointed = model.training and getattr(model, "is_gradient_checkpointing", False)
+        # transformers 5 renamed the flag (the old name warns, and goes in v6)
+        flag = ("is_activation_checkpointing" if hasattr(type(model), "is_activation_checkpointing")
+                else "is_gradient_checkpointing")
+        checkpointed = model.training and bool(getattr(model, flag, False))
         return self.options.share_prompts and not checkpointed
 
     def _value_forward(self, mb: ModelBatch) -> torch.Tensor:
