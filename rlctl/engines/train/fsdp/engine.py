@@ -56,6 +56,10 @@ from rlctl.engines.train.shared_prompt import (
 from rlctl.engines.train.varlen_attention import use_varlen_attention
 from rlctl.models.loading import load_causal_lm, load_tokenizer, load_value_model
 
+# shard_layers = None (auto): a model whose parameters fit in this is one FSDP unit
+# (options.py says why).
+WHOLE_MODEL_UNIT_BYTES = 64 * 2**20
+
 
 class FSDPEngine:
     """One rank of an FSDP2 actor, reference or critic (see the module docstring)."""
@@ -127,7 +131,7 @@ class FSDPEngine:
             else OffloadPolicy()
         )
         kwargs: dict[str, Any] = {"mesh": mesh, "mp_policy": mp, "offload_policy": offload}
-        for layer in layers:
+        for layer in layers if self._shards_per_layer(model) else ():
             fully_shard(layer, reshard_after_forward=self.options.reshard_after_forward, **kwargs)
         fully_shard(model, reshard_after_forward=self.options.reshard_after_forward, **kwargs)
         # Sum (not average) gradients over ranks: losses are globally normalised already.
@@ -136,6 +140,12 @@ class FSDPEngine:
             if isinstance(module, FSDPModule):
                 module.set_gradient_divide_factor(1.0)
                 module.set_force_sum_reduction_for_comms(True)
+
+    def _shards_per_layer(self, model: nn.Module) -> bool:
+        if self.options.shard_layers is not None:
+            return self.options.shard_layers
+        size = sum(p.numel() * p.element_size() for p in model.parameters())
+        return size > WHOLE_MODEL_UNIT_BYTES
 
     def _require_model(self) -> nn.Module:
         if self.model is None:

@@ -18,6 +18,12 @@ class FSDPOptions(BaseModel):
     """``bf16``: compute in bfloat16, reduce gradients and keep master weights in fp32."""
     reshard_after_forward: bool = True
     """Free gathered parameters after forward (ZeRO-3); ``False`` keeps them (ZeRO-2)."""
+    shard_layers: bool | None = None
+    """Each decoder layer its own FSDP unit, gathered in turn (peak memory: one layer's full
+    weights); ``False``: the whole model is one unit, one all-gather and one reduce-scatter per
+    pass. ``None`` (auto): per layer unless the model's parameters total at most 64 MiB, where
+    gathering layer by layer saves little memory and its collectives cost more than the compute
+    (the tiny recipe's update: 0.12 s -> 0.09 s on 2 CPU ranks). Same numbers either way."""
     cpu_offload: bool = False
     """Keep sharded parameters, gradients and optimizer state in host memory (GPU only)."""
     max_tokens_per_micro_batch: PositiveInt | None = None

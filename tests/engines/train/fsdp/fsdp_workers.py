@@ -73,10 +73,15 @@ def _run(rank: int, world: int, port: int, out_path: str, scenario: str) -> None
     full, adv = fixed_batch()
     rows = rows_of(rank, world, full.batch_size)
     batch = full.slice(rows)
-    rec = recipe()
-    if scenario in ("train", "all"):
+    # train_per_layer: what a large model gets (every decoder layer its own FSDP unit); the
+    # tiny model on its own is one unit (shard_layers auto)
+    rec = recipe(options={"shard_layers": True}) if scenario == "train_per_layer" else recipe()
+    if scenario in ("train", "train_per_layer", "all"):
         actor = FSDPEngine(ModelEngineSpec("actor", rec, rank=rank, world_size=world))
         actor.init()  # joins the process group: the global normaliser needs it
+        from torch.distributed.fsdp import FSDPModule
+
+        results["fsdp_units"] = sum(isinstance(m, FSDPModule) for m in actor.model.modules())
         fields = {"advantages": adv[rows], "response_mask": batch.response_mask}
         fields["normaliser"] = torch.full((batch.batch_size,),
                                           all_reduce_sum(batch.response_mask.sum(), group_device()))

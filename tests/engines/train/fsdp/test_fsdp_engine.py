@@ -29,6 +29,11 @@ def two_ranks(tmp_path_factory):
     return _spawn(2, tmp_path_factory.mktemp("fsdp2"), "train")
 
 
+@pytest.fixture(scope="module")
+def two_ranks_per_layer(tmp_path_factory):
+    return _spawn(2, tmp_path_factory.mktemp("fsdp2l"), "train_per_layer")
+
+
 def test_log_probs_equal_plain_hf_forward(one_rank):
     batch, _ = fw.fixed_batch()
     model = load_causal_lm(fw.recipe().model, seed=3).eval()
@@ -56,6 +61,18 @@ def test_two_ranks_update_equals_one_rank(one_rank, two_ranks):
     init = load_causal_lm(fw.recipe().model, seed=3).state_dict()
     moved = max((one_rank["weights"][k] - init[k]).abs().max().item() for k in init)
     assert moved > 1e-4
+
+
+def test_a_small_model_is_one_fsdp_unit_with_the_same_numbers(two_ranks, two_ranks_per_layer):
+    # shard_layers auto: the tiny model (300 KB of parameters) is one unit, not 2 layers + root
+    assert two_ranks["fsdp_units"] == 1
+    assert two_ranks_per_layer["fsdp_units"] == fw.recipe().model.tiny.num_hidden_layers + 1
+    # Per-rank sums reduce in the same order either way: the same numbers to the bit.
+    for key in ("log_probs", "entropy"):
+        assert torch.equal(two_ranks[key], two_ranks_per_layer[key])
+    assert two_ranks["metrics"] == two_ranks_per_layer["metrics"]
+    for name, w in two_ranks_per_layer["weights"].items():
+        assert torch.equal(two_ranks["weights"][name], w), name
 
 
 def test_two_rank_critic_equals_one_rank(one_rank, two_ranks):
