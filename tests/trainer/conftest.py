@@ -60,3 +60,16 @@ def make_recipe(tmp_path):
 @pytest.fixture(name="read_metrics")
 def read_metrics_fixture():
     return read_metrics
+
+
+@pytest.fixture
+def run():
+    """``run(recipe)``: train it in this process (the recipe says local mode); its metric rows."""
+    from rlctl.config.checks import validate_recipe
+    from rlctl.trainer.controller.entry import Run
+
+    def _run(recipe: Recipe) -> list[dict[str, Any]]:
+        Run(validate_recipe(recipe), quiet=True).execute()
+        return read_metrics(recipe)
+
+    return _run

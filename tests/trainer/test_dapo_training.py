@@ -17,15 +17,6 @@ from rlctl.trainer.controller.entry import Run
 PROMPTS, N = 8, 8
 
 
-@pytest.fixture
-def run(read_metrics):  # type: ignore[no-untyped-def]
-    def _run(recipe):  # type: ignore[no-untyped-def]
-        Run(validate_recipe(recipe), quiet=True).execute()
-        return read_metrics(recipe)
-
-    return _run
-
-
 @pytest.fixture(scope="module")
 def rm_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A tiny reward model saved offline (Qwen3ForSequenceClassification, one logit)."""

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from rlctl.config.checks import validate_recipe
 from rlctl.hookspecs import hookimpl
 from rlctl.registry import build_registry, reset_registry, set_registry
-from rlctl.trainer.controller.entry import Run, train_from_recipe
+from rlctl.trainer.controller.entry import train_from_recipe
 
 VERL_NAMES = [
     "critic/score/mean",
@@ -20,15 +19,6 @@ VERL_NAMES = [
     "perf/throughput",
     "perf/controller_bytes_per_sample",
 ]
-
-
-@pytest.fixture
-def run(read_metrics):
-    def _run(recipe):
-        Run(validate_recipe(recipe), quiet=True).execute()
-        return read_metrics(recipe)
-
-    return _run
 
 
 def test_steps_log_verl_metric_names(make_recipe, run):

@@ -16,9 +16,7 @@ import math
 
 import pytest
 
-from rlctl.config.checks import validate_recipe
 from rlctl.registry import get_registry
-from rlctl.trainer.controller.entry import Run
 from rlctl.trainer.controller.old_log_probs import old_log_prob_pass_needed
 
 REL_TOL = 1e-9
@@ -28,15 +26,6 @@ REORDERED = {"training/rollout_probs_diff"}  # summed in another order: REL_TOL
 def _deterministic(rows):
     return [{k: v for k, v in r.items() if not k.startswith(("timing_s/", "perf/")) and k != "time"}
             for r in rows]
-
-
-@pytest.fixture
-def run(read_metrics):
-    def _run(recipe):
-        Run(validate_recipe(recipe), quiet=True).execute()
-        return read_metrics(recipe)
-
-    return _run
 
 
 def test_on_policy_update_skips_the_pass_and_changes_no_number(make_recipe, run):

@@ -9,22 +9,8 @@ from __future__ import annotations
 
 import math
 
-import pytest
-
-from rlctl.config.checks import validate_recipe
-from rlctl.trainer.controller.entry import Run
-
 PACKED = {"packing": True, "max_tokens_per_micro_batch": 64,
           "log_prob_max_tokens_per_micro_batch": 128}
-
-
-@pytest.fixture
-def run(read_metrics):
-    def _run(recipe):
-        Run(validate_recipe(recipe), quiet=True).execute()
-        return read_metrics(recipe)
-
-    return _run
 
 
 def test_packed_step_equals_the_padded_step(make_recipe, run):
