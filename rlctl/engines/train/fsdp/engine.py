@@ -113,9 +113,7 @@ class FSDPEngine:
         self.scheduler = build_scheduler(self.optimizer, optim, total)
 
     def _shard(self, model: nn.Module, layers: nn.ModuleList) -> None:
-        if self.spec.world_size == 1 and self.options.mixed_precision == "none" and not (
-            self.options.cpu_offload and self.device.type == "cuda"
-        ):
+        if self.spec.world_size == 1 and self._plain_params:
             # A world of one has nothing to shard: FSDP2 would only copy every layer's
             # parameters in and out around each forward and backward (a third of the tiny
             # recipe's --local update). The state-dict and checkpoint APIs take plain modules.
@@ -126,10 +124,7 @@ class FSDPEngine:
             if self.options.mixed_precision == "bf16"
             else MixedPrecisionPolicy()
         )
-        offload = (
-            CPUOffloadPolicy() if self.options.cpu_offload and self.device.type == "cuda"
-            else OffloadPolicy()
-        )
+        offload = CPUOffloadPolicy() if self._offloads else OffloadPolicy()
         kwargs: dict[str, Any] = {"mesh": mesh, "mp_policy": mp, "offload_policy": offload}
         for layer in layers if self._shards_per_layer(model) else ():
             fully_shard(layer, reshard_after_forward=self.options.reshard_after_forward, **kwargs)
@@ -140,6 +135,16 @@ class FSDPEngine:
             if isinstance(module, FSDPModule):
                 module.set_gradient_divide_factor(1.0)
                 module.set_force_sum_reduction_for_comms(True)
+
+    @property
+    def _offloads(self) -> bool:
+        return self.options.cpu_offload and self.device.type == "cuda"  # GPU only (options.py)
+
+    @property
+    def _plain_params(self) -> bool:
+        """Parameters kept as they are, in the module's own dtype on its device: no mixed-
+        precision casts, no offload (what the plain-module and fast-export paths need)."""
+        return self.options.mixed_precision == "none" and not self._offloads
 
     def _shards_per_layer(self, model: nn.Module) -> bool:
         if self.options.shard_layers is not None:
@@ -371,9 +376,8 @@ class FSDPEngine:
         Every rank must call it (it gathers shards).
         """
         model = self._require_model()
-        if self.spec.world_size > 1 and self.options.mixed_precision == "none" and not (
-            self.options.cpu_offload and self.device.type == "cuda"
-        ):  # one all-gather per FSDP unit, not one per parameter (full_weights.py)
+        if self.spec.world_size > 1 and self._plain_params:
+            # one all-gather per FSDP unit, not one per parameter (full_weights.py)
             return gathered_state_dict(model, keep=self.spec.rank == 0)
         options = StateDictOptions(full_state_dict=True, cpu_offload=True)
         state = get_model_state_dict(model, options=options)
