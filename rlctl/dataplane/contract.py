@@ -98,6 +98,10 @@ class DataPlane(Protocol):
 
         Returns the current version. Every tag change (put with tags, clear) bumps it; this
         is how readiness is pushed to the ReplayBuffer instead of polled.
+
+        Optional, where one call can do both: ``kv_watch_list(partition_id, version,
+        timeout) -> (version, listing)``, the same wait answered with ``kv_list`` of exactly
+        that version (the ReplayBuffer uses it when a plane has it: one round trip, not two).
         """
 
     async def async_kv_put(self, key, partition_id, fields=None, tag=None) -> None: ...

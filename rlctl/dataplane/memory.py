@@ -83,15 +83,26 @@ class MemoryDataPlane(BlockDataPlane):
             return self._index.list(partition_id)
 
     def kv_watch(self, partition_id: str, version: int, timeout: float) -> int:
-        deadline = time.monotonic() + max(0.0, timeout)
         with self._cond:
-            while not self._closed and self._index.version(partition_id) <= version:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                self._cond.wait(remaining)
-            self._check_open()
+            self._wait_past(partition_id, version, timeout)
             return self._index.version(partition_id)
+
+    def kv_watch_list(
+        self, partition_id: str, version: int, timeout: float
+    ) -> tuple[int, dict[str, dict[str, Any]]]:
+        with self._cond:  # the listing is of exactly the version returned
+            self._wait_past(partition_id, version, timeout)
+            return self._index.version(partition_id), self._index.list(partition_id)
+
+    def _wait_past(self, partition_id: str, version: int, timeout: float) -> None:
+        """Under the lock: until the partition's version exceeds ``version`` or ``timeout``."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        while not self._closed and self._index.version(partition_id) <= version:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            self._cond.wait(remaining)
+        self._check_open()
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:

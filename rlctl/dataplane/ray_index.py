@@ -9,7 +9,8 @@ in order in one turn, which is how concurrent callers of one process share a rou
 
 ``watch`` is the push half of readiness: it parks the caller until a tag change bumps the
 partition's version, so the ReplayBuffer learns of the last terminal sample within one actor
-round trip instead of a polling period.
+round trip instead of a polling period; ``watch_list`` answers with the listing of that
+moment too, one round trip where a watch and a list took two.
 
 :class:`IndexActorClient` is the client half both backends share: whatever they answer from
 the index alone (list, watch, tag registration, pickling, ending the actor).
@@ -112,6 +113,16 @@ class IndexActor:
         return [self._apply(op, args) for op, args in ops]
 
     async def watch(self, partition_id: str, version: int, timeout: float) -> Reply:
+        await self._wait_past(partition_id, version, timeout)
+        return ("ok", self._index.version(partition_id))
+
+    async def watch_list(self, partition_id: str, version: int, timeout: float) -> Reply:
+        """``watch``, answered with the listing of the same moment: ``(version, listing)``."""
+        await self._wait_past(partition_id, version, timeout)
+        # No await between these two: the listing is of exactly that version.
+        return ("ok", (self._index.version(partition_id), self._index.list(partition_id)))
+
+    async def _wait_past(self, partition_id: str, version: int, timeout: float) -> None:
         deadline = time.monotonic() + max(0.0, timeout)
         while self._index.version(partition_id) <= version:
             remaining = deadline - time.monotonic()
@@ -123,7 +134,6 @@ class IndexActor:
                 await asyncio.wait_for(self._changed.wait(), remaining)
             except TimeoutError:
                 break
-        return ("ok", self._index.version(partition_id))
 
 
 def unwrap(reply: Reply) -> Any:
@@ -209,6 +219,16 @@ class IndexActorClient:
         self._check_open()
         return call(
             self._index.watch.remote(partition_id, version, timeout),
+            timeout + self.options.call_timeout_s,
+            "watch",
+        )
+
+    def kv_watch_list(
+        self, partition_id: str, version: int, timeout: float
+    ) -> tuple[int, dict[str, dict[str, Any]]]:
+        self._check_open()
+        return call(
+            self._index.watch_list.remote(partition_id, version, timeout),
             timeout + self.options.call_timeout_s,
             "watch",
         )

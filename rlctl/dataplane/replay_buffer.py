@@ -8,9 +8,10 @@ one of its outputs is terminal, so a session that emits several outputs must put
 ``kv_batch_put`` (one atomic index update); with one output per session, sessions = samples.
 ``sample`` returns the step's :class:`KVBatchMeta` once every expected session is done.
 
-Readiness is pushed: between checks ``sample`` parks in the backend's ``kv_watch``, which
-returns as soon as any writer (in any process) changes a tag, so the latency from the last
-put to ``sample`` returning is one notification, not a polling period. It never hangs: a
+Readiness is pushed: between checks ``sample`` parks in the backend's ``kv_watch_list`` (or
+``kv_watch``, then ``kv_list``), which returns as soon as any writer (in any process)
+changes a tag, so the latency from the last put to ``sample`` returning is one notification,
+not a polling period. It never hangs: a
 failed sample raises :class:`RolloutFailure` with its uid and error, and a step whose
 samples do not all arrive raises :class:`SampleTimeout` naming the missing uids.
 """
@@ -92,12 +93,8 @@ class ReplayBuffer:
                 "ReplayBuffer.add(partition, [(uid, expected_count, global_step), ...]) first"
             )
         deadline = time.monotonic() + timeout
-        version = -1
+        version, listing = self._watch_list(partition, -1, 0)  # now: no wait
         while True:
-            # Read the version before the listing: a change that lands in between bumps it,
-            # so the following watch returns at once instead of missing the update.
-            version = self._watch(partition, -1, 0) if version < 0 else version
-            listing = self.plane.kv_list(partition)
             state = _StepState.from_listing(listing, expected)
             if state.failures:
                 raise RolloutFailure(
@@ -120,15 +117,26 @@ class ReplayBuffer:
                     f"{partition!r} are not complete after {timeout:.1f} s: {shown}",
                     state.missing,
                 )
-            version = self._watch(partition, version, remaining)
+            version, listing = self._watch_list(partition, version, remaining)
 
-    def _watch(self, partition: str, version: int, timeout: float) -> int:
+    def _watch_list(
+        self, partition: str, version: int, timeout: float
+    ) -> tuple[int, dict[str, dict[str, Any]]]:
+        """The partition's version once past ``version`` (or at ``timeout``) and its listing.
+
+        One call where the plane offers ``kv_watch_list``; else the watch, then the listing:
+        the version is read first, so a change landing in between bumps it past what the
+        next watch is given, which then returns at once instead of missing the update."""
+        watch_list = getattr(self.plane, "kv_watch_list", None)
+        if watch_list is not None:
+            return watch_list(partition, version, timeout)
         watch = getattr(self.plane, "kv_watch", None)
         if watch is not None:
-            return watch(partition, version, timeout)
-        # A third-party plane without push: a short sleep, then list again.
-        time.sleep(min(timeout, POLL_FALLBACK_S))
-        return version + 1
+            version = watch(partition, version, timeout)
+        else:  # a third-party plane without push: a short sleep, then list again
+            time.sleep(min(timeout, POLL_FALLBACK_S))
+            version += 1
+        return version, self.plane.kv_list(partition)
 
     def remove(self, partition: str, keys: Sequence[str]) -> None:
         """Forget the uids of ``keys`` (call after ``kv_clear`` of a finished step)."""

@@ -286,6 +286,28 @@ class DataPlaneContract:
         assert new > version and time.monotonic() - t0 < 5
         timer.join(timeout=10)
 
+    def test_watch_list_answers_with_the_listing_of_its_version(self, plane, partition):
+        """``kv_watch_list`` is optional; where a plane has it, it is ``kv_watch`` answered
+        with ``kv_list`` of that same version."""
+        if not hasattr(plane, "kv_watch_list"):
+            pytest.skip("this plane has no kv_watch_list (optional)")
+        keys = _keys(2)
+        plane.kv_put(keys[0], partition, tag={"status": "running"})
+        version, listing = plane.kv_watch_list(partition, -1, 0)
+        assert version == plane.kv_watch(partition, -1, 0) and listing == plane.kv_list(partition)
+        t0 = time.monotonic()
+        assert plane.kv_watch_list(partition, version, 0.2) == (version, listing)
+        assert time.monotonic() - t0 >= 0.15
+        timer = threading.Timer(
+            0.1, plane.kv_put, args=(keys[1], partition), kwargs={"tag": {"status": "success"}}
+        )
+        timer.start()
+        t0 = time.monotonic()
+        new, after = plane.kv_watch_list(partition, version, 10)
+        assert new > version and time.monotonic() - t0 < 5
+        assert after == {keys[0]: {"status": "running"}, keys[1]: {"status": "success"}}
+        timer.join(timeout=10)
+
     def test_async_twins(self, plane, partition):
         keys = _keys(2)
 

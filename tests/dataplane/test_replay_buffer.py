@@ -118,3 +118,23 @@ def test_plane_without_watch_still_works(plane):
     buffer.add("train", [(uid, 1, 0)])
     threading.Timer(0.05, put_sample, args=(plane, make_key(uid, 0, 0), "success")).start()
     assert list(buffer.sample("train", 0, timeout=5).keys) == [make_key(uid, 0, 0)]
+
+
+class _WatchOnly(_NoWatch):
+    """A plane with ``kv_watch`` but no ``kv_watch_list``: a watch, then a listing."""
+
+    def kv_watch(self, partition, version, timeout):
+        return self.inner.kv_watch(partition, version, timeout)
+
+
+def test_plane_with_watch_but_no_watch_list_is_woken_not_polled(plane):
+    buffer = ReplayBuffer(_WatchOnly(plane))
+    uid = new_uid()
+    buffer.add("train", [(uid, 2, 0)])
+    for session, delay in ((0, 0.05), (1, 0.3)):
+        threading.Timer(delay, put_sample, args=(plane, make_key(uid, session, 0),
+                                                 "success")).start()
+    t0 = time.monotonic()
+    meta = buffer.sample("train", 0, timeout=10)
+    assert list(meta.keys) == [make_key(uid, 0, 0), make_key(uid, 1, 0)]
+    assert 0.25 < time.monotonic() - t0 < 5
