@@ -181,6 +181,10 @@ class AlgorithmSection(Section):
     old_log_prob_pass: Literal["auto", "always"] = "auto"
     """``auto``: skip the old log-prob forward when the update is provably on-policy and take them
     from the update's own forward (docs/trainer.md); ``always``: run it every step."""
+    advantage_pass: Literal["auto", "always"] = "auto"
+    """``auto``: without a critic the actor update computes the advantages itself, from its own
+    read of shards that keep every group whole (docs/trainer.md); ``always``: a separate
+    advantage phase every step (the same advantages, one more call, read and write)."""
 
     @model_validator(mode="after")
     def _tis_cap_or_correction(self) -> AlgorithmSection:

@@ -1,5 +1,5 @@
 """Prompt sources: synthetic verifiable tasks and verl-layout parquet files."""
 
-from rlctl.tasks.prompt import Prompt, PromptSource, tokenize_prompt
+from rlctl.tasks.prompt import Prompt, PromptSource, tokenize_prompt, tokenize_prompts
 
-__all__ = ["Prompt", "PromptSource", "tokenize_prompt"]
+__all__ = ["Prompt", "PromptSource", "tokenize_prompt", "tokenize_prompts"]

@@ -8,7 +8,7 @@ where the source shuffles) and never ends by itself; the trainer decides how man
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -81,8 +81,7 @@ def tokenize_prompt(
     the chat template, so a tool-using model reads their descriptions. A prompt longer than
     ``max_prompt_tokens`` is an error, never silently truncated.
     """
-    has_template = bool(getattr(tokenizer, "chat_template", None))
-    if prompt.messages is not None and apply_chat_template and has_template:
+    if _uses_template(prompt, tokenizer, apply_chat_template):
         kwargs = {"tools": tools} if tools else {}
         ids = tokenizer.apply_chat_template(
             prompt.messages, add_generation_prompt=True, tokenize=True, return_dict=False, **kwargs
@@ -91,10 +90,49 @@ def tokenize_prompt(
             ids = ids["input_ids"]
         ids = list(ids)
     else:
-        text = prompt.text if prompt.text is not None else "\n".join(
-            m["content"] for m in prompt.messages or []
-        )
-        ids = list(tokenizer(text, add_special_tokens=True)["input_ids"])
+        ids = list(tokenizer(_plain_text(prompt), add_special_tokens=True)["input_ids"])
+    return _checked(ids, prompt, max_prompt_tokens)
+
+
+def tokenize_prompts(
+    prompts: Sequence[Prompt],
+    tokenizer: PreTrainedTokenizerBase,
+    *,
+    apply_chat_template: bool = True,
+    max_prompt_tokens: int | None = None,
+    tools: list[dict[str, Any]] | None = None,
+) -> list[list[int]]:
+    """:func:`tokenize_prompt` of every prompt, the plain-text ones in one batched tokenizer
+    call (the same ids: a fast tokenizer encodes each text of a batch on its own; one call
+    per prompt cost ~0.1 ms of Python each, most of a 64-prompt step's feeding)."""
+    ids: list[list[int] | None] = [None] * len(prompts)
+    texts: dict[int, str] = {}
+    for i, prompt in enumerate(prompts):
+        if _uses_template(prompt, tokenizer, apply_chat_template):
+            ids[i] = tokenize_prompt(prompt, tokenizer, apply_chat_template=True,
+                                     max_prompt_tokens=max_prompt_tokens, tools=tools)
+        else:
+            texts[i] = _plain_text(prompt)
+    if texts:
+        encoded = tokenizer(list(texts.values()), add_special_tokens=True)["input_ids"]
+        for i, row in zip(texts, encoded, strict=True):
+            ids[i] = _checked(list(row), prompts[i], max_prompt_tokens)
+    return ids  # type: ignore[return-value]
+
+
+def _uses_template(prompt: Prompt, tokenizer: PreTrainedTokenizerBase, apply: bool) -> bool:
+    return (prompt.messages is not None and apply
+            and bool(getattr(tokenizer, "chat_template", None)))
+
+
+def _plain_text(prompt: Prompt) -> str:
+    """The prompt as text: its own, or its messages' contents joined with newlines."""
+    if prompt.text is not None:
+        return prompt.text
+    return "\n".join(m["content"] for m in prompt.messages or [])
+
+
+def _checked(ids: list[int], prompt: Prompt, max_prompt_tokens: int | None) -> list[int]:
     if max_prompt_tokens is not None and len(ids) > max_prompt_tokens:
         raise ValueError(
             f"prompt from {prompt.data_source!r} has {len(ids)} tokens, more than "

@@ -163,7 +163,7 @@ def test_training_batch_masks_observations_for_every_loss(plugins):
     advantages(plane, meta, loaded)
     trainer = TrainingWorker(loaded, plane, roles=())
     trainer.pad_id = 0
-    batch, fields, lengths = trainer._model_batch(meta.select([0, 3]), ["advantages"], pad_to=3)
+    batch, fields, lengths, _ = trainer._model_batch(meta.select([0, 3]), ["advantages"], pad_to=3)
     want = torch.tensor([[1, 1, 0, 1, 1], [1, 0, 0, 1, 0], [0, 0, 0, 0, 0]], dtype=torch.float32)
     torch.testing.assert_close(fields["response_mask"], want)
     torch.testing.assert_close(batch.response_mask, want)  # engines zero log-probs there too

@@ -157,6 +157,7 @@ norm_adv_by_std = true
 shuffle_minibatches = true
 estimator_options = {}
 old_log_prob_pass = "auto"
+advantage_pass = "auto"
 
 [algorithm.loss]
 policy_loss = "vanilla"

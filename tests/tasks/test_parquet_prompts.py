@@ -75,3 +75,21 @@ def test_chat_template_is_applied_when_present(parquet_file):
     templated = tokenize_prompt(prompt, tok)
     assert tok.decode(templated, skip_special_tokens=True) == "x:0+0=a:"
     assert tokenize_prompt(prompt, tok, apply_chat_template=False) == plain
+
+
+@pytest.mark.parametrize("template", [False, True], ids=["no-template", "template"])
+def test_a_batch_tokenises_exactly_as_one_prompt_at_a_time(template):
+    """The feeder tokenises a step's prompts in one call; the ids must not change."""
+    from rlctl.tasks.prompt import Prompt, tokenize_prompts
+
+    tok = build_tiny_tokenizer()
+    if template:
+        tok.chat_template = "{% for m in messages %}x:{{ m['content'] }}{% endfor %}a:"
+    prompts = [Prompt({}, "t", text="12="), Prompt({}, "t", messages=[
+        {"role": "user", "content": "3+4="}, {"role": "user", "content": "5"}]),
+        Prompt({}, "t", text=""), Prompt({}, "t", text="987654=")]
+    one_by_one = [tokenize_prompt(p, tok) for p in prompts]
+    assert tokenize_prompts(prompts, tok) == one_by_one
+    assert len(set(map(tuple, one_by_one))) == 4
+    with pytest.raises(ValueError, match=r"has \d+ tokens, more than .data. max_prompt_tokens = 7"):
+        tokenize_prompts(prompts, tok, max_prompt_tokens=7)

@@ -111,7 +111,7 @@ def test_estimator_crash_names_plugin_kind_name_error_and_line(make_recipe, test
     err = " ".join(capsys.readouterr().err.split())
     line = _line_of(broken_estimator, "return")
     assert (
-        "training failed: WorkerError: train rank 0: compute_advantage failed: "
+        "training failed: WorkerError: train rank 0: update_actor failed: "
         'advantage estimator "broken_estimator" of in-process plugin rlctl_test_fault_plugins '
         "raised AttributeError: 'list' object has no attribute 'upper' at "
         f"{__file__}:{line} in broken_estimator"

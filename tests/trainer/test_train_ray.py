@@ -53,6 +53,23 @@ def test_controller_bytes_per_sample_mean_the_same_in_both_modes(tmp_path):
 
 
 @pytest.mark.slow
+def test_advantages_in_the_update_change_no_number_on_two_ranks(tmp_path):
+    """The default folds the advantage phase into the actor update (its shard holds whole
+    groups, tests/trainer/test_advantages_in_update.py); on 2 FSDP ranks with a separate
+    phase on the same shards every metric is the same, bit for bit."""
+    def deterministic(rows):
+        return [{k: v for k, v in r.items()
+                 if not k.startswith(("timing_s/", "perf/")) and k != "time"} for r in rows]
+
+    steps = "schedule.total_steps=3"
+    inside = _train(tmp_path, "inside", "-s", steps)
+    phase = _train(tmp_path, "phase", "-s", steps, "-s", 'algorithm.advantage_pass="always"')
+    assert all("timing_s/adv" not in r for r in inside)
+    assert all("timing_s/adv" in r for r in phase)
+    assert deterministic(inside) == deterministic(phase)
+
+
+@pytest.mark.slow
 def test_transferqueue_data_plane_runs_the_same_steps(tmp_path):
     ray_rows = _train(tmp_path, "ray", "-s", "schedule.total_steps=3")
     tq_rows = _train(

@@ -40,6 +40,32 @@ def balanced_equal_partition(lengths: Sequence[int], parts: int) -> list[list[in
     return [sorted(part) for part in out]
 
 
+def balanced_group_partition(
+    groups: Sequence[str], lengths: Sequence[int], parts: int
+) -> list[list[int]]:
+    """Indices split so every group (uid) lands whole in one part: parts balanced by sample
+    count first (FSDP ranks pad to the largest part), then by their ``lengths`` sums.
+
+    Greedy largest-first over groups, each to the part with the fewest samples (the lighter
+    one among equals); ties break by the group's first index, so the split depends on the
+    batch's order only, never on the uids' (random) text.
+    """
+    if parts <= 0:
+        raise ValueError("parts must be positive")
+    members: dict[str, list[int]] = defaultdict(list)
+    loads: dict[str, int] = defaultdict(int)
+    for i, (g, length) in enumerate(zip(groups, lengths, strict=True)):
+        members[g].append(i)
+        loads[g] += length
+    heap = [(0, 0, p) for p in range(parts)]  # (samples, load, part)
+    out: list[list[int]] = [[] for _ in range(parts)]
+    for g in sorted(members, key=lambda g: (-len(members[g]), -loads[g], members[g][0])):
+        count, load, p = heapq.heappop(heap)
+        out[p].extend(members[g])
+        heapq.heappush(heap, (count + len(members[g]), load + loads[g], p))
+    return [sorted(part) for part in out]
+
+
 def group_partition(groups: Sequence[str], parts: int) -> list[list[int]]:
     """Indices split so every group (uid) lands whole in one part, parts balanced by count."""
     members: dict[str, list[int]] = defaultdict(list)

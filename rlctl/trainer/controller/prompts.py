@@ -3,12 +3,20 @@
 The controller tokenises a batch of prompts and puts them into the prompt partition
 (``prompts/<partition>``) under fresh uids; rollout workers read them back by key. The
 controller keeps only the resulting :class:`KVBatchMeta`.
+
+The sync trainer feeds the next step's prompts while this step's ranks train
+(:meth:`PromptFeeder.prefetch`), so a step's generation starts without the tokenising and
+the put. A batch fed ahead is not yet consumed: the feeder's state (what a checkpoint
+saves) stays the one before it, and a request that differs from what was fed ahead takes it
+back (its keys cleared, the source rewound) and feeds what was asked.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
@@ -45,6 +53,15 @@ def open_prompt_source(recipe: Recipe, *, split: str, task_options: BaseModel | 
     )
 
 
+@dataclass(frozen=True)
+class _FedAhead:
+    """A batch :meth:`PromptFeeder.prefetch` put for a later :meth:`PromptFeeder.next_batch`."""
+
+    request: tuple[int, str, int, int]  # (count, partition, global_step, n)
+    meta: KVBatchMeta
+    state_before: dict[str, Any]  # the source's state before it was drawn
+
+
 class PromptFeeder:
     """Draws prompts from the recipe's source and puts them into the data plane."""
 
@@ -62,6 +79,7 @@ class PromptFeeder:
         self._iter = iter(self.source)
         self.tool_options = list(tool_options)
         self._tools: list[dict[str, Any]] | None = None  # tool schemas, built on first use
+        self._ahead: _FedAhead | None = None
 
     def tool_schemas(self) -> list[dict[str, Any]] | None:
         """The recipe's tool descriptions for the chat template (``None`` without tools)."""
@@ -75,11 +93,24 @@ class PromptFeeder:
         return self._tools
 
     def state_dict(self) -> dict[str, Any]:
+        """The source's state after the batches handed out (a batch fed ahead is not)."""
+        if self._ahead is not None:
+            return copy.deepcopy(self._ahead.state_before)
         return self.source.state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._take_back()
         self.source.load_state_dict(state)
         self._iter = iter(self.source)
+
+    def prefetch(self, count: int, *, partition: str, global_step: int, n: int) -> None:
+        """Feed the batch a later ``next_batch(count, partition=..., global_step=..., n=...)``
+        will ask for, now (while workers compute); a no-op if one is fed ahead already."""
+        if self._ahead is not None:
+            return
+        before = copy.deepcopy(self.source.state_dict())
+        meta = self._feed(count, partition=partition, global_step=global_step, n=n)
+        self._ahead = _FedAhead((count, partition, global_step, n), meta, before)
 
     def group_size(self, prompt: Any, default: int) -> int:
         """Sessions for ``prompt``: the first plugin's ``choose_group_size`` answer, else the
@@ -104,19 +135,35 @@ class PromptFeeder:
         return chosen
 
     def next_batch(self, count: int, *, partition: str, global_step: int, n: int) -> KVBatchMeta:
-        """Put ``count`` prompts into the data plane; tag ``n`` = sessions wanted per uid."""
+        """Put ``count`` prompts into the data plane; tag ``n`` = sessions wanted per uid.
+
+        The batch fed ahead when it is the one asked for (already in the data plane)."""
+        ahead = self._ahead
+        if ahead is not None and ahead.request == (count, partition, global_step, n):
+            self._ahead = None
+            return ahead.meta
+        self._take_back()
+        return self._feed(count, partition=partition, global_step=global_step, n=n)
+
+    def _take_back(self) -> None:
+        """Undo a batch fed ahead: clear its prompts and rewind the source before them."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            self.plane.kv_clear(list(ahead.meta.keys), ahead.meta.partition_id)
+            self.source.load_state_dict(ahead.state_before)
+            self._iter = iter(self.source)
+
+    def _feed(self, count: int, *, partition: str, global_step: int, n: int) -> KVBatchMeta:
         import torch
         from tensordict import TensorDict
 
-        from rlctl.tasks import tokenize_prompt
+        from rlctl.tasks import tokenize_prompts
 
         data = self.recipe.data
         prompts = [next(self._iter) for _ in range(count)]
-        ids = [
-            tokenize_prompt(p, self.tokenizer, apply_chat_template=data.apply_chat_template,
-                            max_prompt_tokens=data.max_prompt_tokens, tools=self.tool_schemas())
-            for p in prompts
-        ]
+        ids = tokenize_prompts(
+            prompts, self.tokenizer, apply_chat_template=data.apply_chat_template,
+            max_prompt_tokens=data.max_prompt_tokens, tools=self.tool_schemas())
         uids = [new_uid() for _ in prompts]
         fields = TensorDict(
             {

@@ -61,7 +61,7 @@ class Session:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.stack.close()
+        self.stack.__exit__(*exc)  # type: ignore[arg-type]  # exit callbacks see whether the run is failing
 
     def _start(self) -> None:
         from rlctl.dataplane import open_data_plane
@@ -178,6 +178,9 @@ class Session:
                 self.loaded.options_for("algorithm.staleness.options")),
             reward=self.reward,
         )
+        # Before the plane closes (exit callbacks run last in, first out); a run that already
+        # failed keeps its own error, not a clear's that the failure caused.
+        self.stack.push(lambda kind, exc, tb: self.trainer.close(quiet=exc is not None))
         # Version 0: the rollout engines start from exactly the actor's initial weights.
         self.trainer.sync_weights(version=0)
         from rlctl.trainer.startup_heap import freeze_startup_heap

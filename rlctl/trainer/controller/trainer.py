@@ -18,7 +18,7 @@ from rlctl.config.recipe import Recipe
 from rlctl.engines.rollout.contract import SamplingParams
 from rlctl.protocol.kv import KVBatchMeta
 from rlctl.trainer import metric_reduce as mr
-from rlctl.trainer.controller.balance import balanced_equal_partition, group_partition
+from rlctl.trainer.controller.balance import balanced_equal_partition, balanced_group_partition
 from rlctl.trainer.controller.prompts import PromptFeeder
 from rlctl.trainer.controller.worker_group import TrafficMeter, WorkerError, WorkerGroup
 from rlctl.trainer.worker.rollout_worker import RolloutWorker, generate_bound
@@ -88,6 +88,10 @@ class Trainer:
                                          horizon=kl.horizon)
         self.policy_version = 0
         self.timings: dict[str, float] = {}
+        from rlctl.trainer.controller.background_clears import BackgroundClears
+
+        # Finished keys leave the data plane while the next step generates.
+        self.clears = BackgroundClears(plane, recipe.schedule.phase_timeout_s)
         # A streaming policy keeps later steps generating while this one trains
         # (streaming.py); on_policy (or none) is the sync step below, bit for bit.
         self.stream = None
@@ -103,6 +107,13 @@ class Trainer:
         self.old_log_prob_pass = old_log_prob_pass_needed(
             recipe, get_registry(), streaming=self.stream is not None,
             max_staleness=staleness.max_staleness if staleness is not None else 0)
+        # Without a critic nothing reads the advantages between their phase and the actor
+        # update, so the update computes them itself from its own read of the step, on shards
+        # that keep every group whole: one call, one read and one write fewer per step, the
+        # same advantages (the phase runs on whole groups too). ``whole_groups``: the update
+        # shards keep groups whole (so the update can); ``advantages_in_update``: it does.
+        self.whole_groups = not self.uses_critic
+        self.advantages_in_update = self.whole_groups and alg.advantage_pass == "auto"
         # Model-parallel peers (same DP rank) get the same shard; asked before any step so
         # the per-step controller-traffic metric does not depend on when a run started.
         self.dp_ranks = self.read_layout()
@@ -112,6 +123,7 @@ class Trainer:
         """One sync training step; returns its scalar metrics."""
         self.meter.reset()
         self.timings = {}
+        self.clears.next_step()
         partials: list[dict[str, mr.Partial]] = []
         started = time.perf_counter()
 
@@ -122,7 +134,8 @@ class Trainer:
                 batch = self.generate(TRAIN, step, self.sampling(validate=False),
                                       self.recipe.algorithm.group_size)
             self.check_weight_version(batch)
-        shards, pad_to = self.balance(batch)
+        shards, pad_to, groups_whole = self.balance(batch)
+        advantages_here = self.advantages_in_update and groups_whole
 
         old_from_update = self.old_log_prob_pass is None
         if not old_from_update:
@@ -139,10 +152,11 @@ class Trainer:
         if self.uses_critic:
             with self.timer("values"):
                 self.train.call(TrainingWorker.compute_values, self.per_rank(shards), pad_to=pad_to)
-        with self.timer("adv"):
-            partials += self.train.call(TrainingWorker.compute_advantage,
-                                        self.per_rank(self.group_shards(batch)),
-                                        kl_coef=self.kl_ctl.value)
+        if not advantages_here:  # else the actor update computes them (advantages_in_update)
+            with self.timer("adv"):
+                partials += self.train.call(TrainingWorker.compute_advantage,
+                                            self.per_rank(self.group_shards(batch)),
+                                            kl_coef=self.kl_ctl.value)
         if self.uses_critic:
             with self.timer("update_critic"):
                 partials += self.train.call(TrainingWorker.update_critic, self.per_rank(shards),
@@ -151,7 +165,10 @@ class Trainer:
             with self.timer("update_actor"):
                 partials += self.train.call(TrainingWorker.update_actor, self.per_rank(shards),
                                             pad_to=pad_to, kl_coef=self.kl_ctl.value, step=step,
-                                            old_from_update=old_from_update)
+                                            old_from_update=old_from_update,
+                                            advantages_here=advantages_here,
+                                            # the next step's prompts, while the ranks train
+                                            meanwhile=lambda: self.feed_ahead(step))
         with self.timer("update_weights"):
             self.sync_weights(version=step)
 
@@ -179,6 +196,15 @@ class Trainer:
             else self.recipe.data.val_size
         )
         return self.draw(partition, step, sampling, n, count)
+
+    def feed_ahead(self, step: int) -> None:
+        """Put step ``step + 1``'s prompts into the data plane now (the sync step's first
+        draw; streaming dispatches its own, and the last step has no next one)."""
+        if self.stream is not None or step >= self.recipe.schedule.total_steps:
+            return
+        alg = self.recipe.algorithm
+        count = self.dynamic.per_draw if self.dynamic is not None else alg.prompts_per_step
+        self.feeder.prefetch(count, partition=TRAIN, global_step=step + 1, n=alg.group_size)
 
     def draw(
         self, partition: str, step: int, sampling: SamplingParams, n: int, count: int
@@ -210,7 +236,7 @@ class Trainer:
                     self.reward.call("score", self.per_rank(batch.chunk(self.reward.world_size)),
                                      prompts=prompts, timeout=self.recipe.schedule.sample_timeout_s)
         finally:
-            self.plane.kv_clear(list(prompts.keys), prompts.partition_id)
+            self.clears.clear(list(prompts.keys), prompts.partition_id)
         drawn = [{k: mr.scalar_partial(v) for k, v in c.items()} for c in counts]
         self.rollout_counts = mr.merge([self.rollout_counts, *drawn])
         return batch
@@ -246,16 +272,24 @@ class Trainer:
                         ) from exc
                     raise SampleTimeout(text, exc.missing) from None
 
-    def balance(self, batch: KVBatchMeta) -> tuple[list[KVBatchMeta], int]:
-        """Sequence-length balancing across data-parallel groups, from ``seq_len`` tags only.
+    def balance(self, batch: KVBatchMeta) -> tuple[list[KVBatchMeta], int, bool]:
+        """Sequence-length balancing across data-parallel groups, from tags only.
 
-        Returns one shard per training rank: model-parallel peers (same ``dp_rank``) get the
-        same shard.
+        Returns one shard per training rank (model-parallel peers, same ``dp_rank``, get the
+        same shard), the rows every rank pads to, and whether each group (uid) is whole on
+        one data-parallel rank: with :attr:`whole_groups` groups stay whole unless there
+        are fewer groups than ranks, otherwise samples are balanced one by one.
         """
         dp_ranks = self.dp_ranks
-        parts = balanced_equal_partition([int(t["seq_len"]) for t in batch.tags], max(dp_ranks) + 1)
+        lengths = [int(t["seq_len"]) for t in batch.tags]
+        parts: list[list[int]] = []
+        if self.whole_groups:
+            parts = balanced_group_partition(batch.tag_values("uid"), lengths, max(dp_ranks) + 1)
+        groups_whole = bool(parts) and all(parts)
+        if not groups_whole:
+            parts = balanced_equal_partition(lengths, max(dp_ranks) + 1)
         shards = [batch.select(parts[r]) for r in dp_ranks]
-        return shards, max(len(p) for p in parts)
+        return shards, max(len(p) for p in parts), groups_whole
 
     def read_layout(self) -> list[int]:
         """The data-parallel rank of every training rank (asked once, at start-up)."""
@@ -267,20 +301,29 @@ class Trainer:
         return ranks
 
     def group_shards(self, batch: KVBatchMeta) -> list[KVBatchMeta]:
-        """Group-aware split: every sample of a uid on one rank (group-relative estimators)."""
-        parts = group_partition([t["uid"] for t in batch.tags], self.train.world_size)
+        """Group-aware split: every sample of a uid on one rank (group-relative estimators),
+        the same split :meth:`balance` makes when the update computes the advantages."""
+        lengths = [int(t["seq_len"]) for t in batch.tags]
+        parts = balanced_group_partition(batch.tag_values("uid"), lengths, self.train.world_size)
         return [batch.select(p) for p in parts]
 
     def sync_weights(self, version: int) -> None:
         """Actor -> rollout engines, stamped with ``version``.
 
         Every training rank joins the full-weight gather; rank 0 returns them (in Ray mode as
-        an object-store reference, so weights never pass through the controller).
+        an object-store reference, so weights never pass through the controller), handed on
+        to the rollout engines as the export's own result: the controller dispatches both
+        calls at once instead of waiting in between.
         """
-        exported = self.train.call(TrainingWorker.export_weights,
-                                   as_object_ref=self.use_object_refs)
-        versions = self.rollout.call(RolloutWorker.update_weights, weights=exported[0],
-                                     version=version)
+        exporting = self.train.submit(
+            TrainingWorker.export_weights,
+            [{"as_object_ref": self.use_object_refs}] * self.train.world_size)
+        weights = self.train.forward(exporting, 0)
+        updating = self.rollout.submit(
+            RolloutWorker.update_weights,
+            [{"weights": weights, "version": version}] * self.rollout.world_size)
+        self.train.wait(exporting)  # a failed export is named by its training rank first
+        versions = self.rollout.wait(updating)
         if any(v != version for v in versions):
             raise StepError(
                 f"rollout engines report weight versions {versions}, expected {version}"
@@ -311,8 +354,19 @@ class Trainer:
                                meta=batch.select(list(range(count))), path=path)
 
     def cleanup(self, batch: KVBatchMeta) -> None:
-        self.plane.kv_clear(list(batch.keys), batch.partition_id)
+        self.clears.clear(list(batch.keys), batch.partition_id)
         self.replay.remove(batch.partition_id, list(batch.keys))
+
+    def close(self, *, quiet: bool = False) -> None:
+        """Wait for the data-plane clears still in flight (before the plane closes);
+        ``quiet``: the run already failed, so a clear's error is not raised over it."""
+        from rlctl.trainer.controller.background_clears import ClearError
+
+        try:
+            self.clears.close()
+        except ClearError:
+            if not quiet:
+                raise
 
     # ================================================================== validation
     def validate(self, step: int) -> dict[str, float]:

@@ -144,6 +144,11 @@ class WorkerGroup(ABC):
         return []
 
     @abstractmethod
+    def forward(self, pending: Pending, rank: int) -> Any:
+        """Rank ``rank``'s result of ``pending`` as an argument of another group's call,
+        without waiting for it here: the callee receives the value once it is ready."""
+
+    @abstractmethod
     def shutdown(self) -> None:
         """Stop the workers."""
 
@@ -156,11 +161,18 @@ class WorkerGroup(ABC):
         per_rank: Sequence[dict[str, Any]] | None = None,
         *,
         timeout: float | None = None,
+        meanwhile: Callable[[], None] | None = None,
         **shared: Any,
     ) -> list[R]:
-        """Run ``method`` on every rank and wait; ``per_rank`` entries extend ``shared``."""
+        """Run ``method`` on every rank and wait; ``per_rank`` entries extend ``shared``.
+
+        ``meanwhile``: controller work run after the calls are dispatched, before the wait
+        (while remote ranks compute; local ones have finished by then)."""
         kwargs = [dict(shared, **(per_rank[r] if per_rank else {})) for r in range(self.world_size)]
-        return self.wait(self.submit(method, kwargs, timeout), timeout)
+        pending = self.submit(method, kwargs, timeout)
+        if meanwhile is not None:
+            meanwhile()
+        return self.wait(pending, timeout)
 
     def call_rank(
         self, rank: int, method: Callable[..., R], *, timeout: float | None = None, **kwargs: Any
@@ -227,6 +239,9 @@ class LocalWorkerGroup(WorkerGroup):
         except BaseException as exc:  # torch's CheckpointException is a BaseException
             raise WorkerError(f"{self.name} rank {rank}: {method} failed: {exc}") from exc
         return result
+
+    def forward(self, pending: Pending, rank: int) -> Any:
+        return pending.handles[rank]  # local calls ran at submit: this is the value
 
     def wait(self, pending: Pending, timeout: float | None = None) -> list[Any]:
         for result in pending.handles:
@@ -299,6 +314,11 @@ class RayWorkerGroup(WorkerGroup):
         bound = getattr(self.actors[rank], method)
         group = self.method_groups.get(method)
         return bound if group is None else bound.options(concurrency_group=group)
+
+    def forward(self, pending: Pending, rank: int) -> Any:
+        # The call's ObjectRef as a top-level argument: Ray hands the callee its value once
+        # the call returns (a failed call fails the callee's call too, naming it).
+        return dict(pending.handles)[rank]
 
     def wait(self, pending: Pending, timeout: float | None = None) -> list[Any]:
         import ray

@@ -33,29 +33,56 @@ REQUIRED_FIELDS = {
 }
 
 
+def advantage_inputs(recipe: Recipe, registry: Any) -> list[str]:
+    """The fields the advantage phase reads: scores, rewards, the loss mask and whatever the
+    estimator (and the KL-in-reward penalty) declared."""
+    alg = recipe.algorithm
+    requires = set(registry.get("advantage_estimator", alg.estimator).metadata.get("requires", ()))
+    wanted = ["score"]
+    wanted += [REQUIRED_FIELDS[r] for r in sorted(requires) if r in REQUIRED_FIELDS]
+    if alg.kl.apply_in == "reward":
+        wanted += ["old_log_probs", "ref_log_probs"]
+    wanted += reward_fields(recipe, registry)
+    wanted.append("loss_mask")
+    return list(dict.fromkeys(wanted))
+
+
 def run_advantage_phase(
     plane: Any, meta: KVBatchMeta, recipe: Recipe, registry: Any, *, kl_coef: float,
     options: Mapping[str, Any],
 ) -> dict[str, mr.Partial]:
-    """``options``: the estimator's validated ``[algorithm.estimator_options]`` as keywords."""
+    """The phase on its own: read :func:`advantage_inputs`, compute, put ``advantages`` and
+    ``returns`` (and ``token_level_rewards`` with the KL in the reward) as jagged fields.
+    ``options``: the estimator's validated ``[algorithm.estimator_options]`` as keywords."""
     if len(meta) == 0:
         return {}
+    keys = list(meta.keys)
+    td = plane.kv_batch_get(keys, meta.partition_id, advantage_inputs(recipe, registry))
+    outputs, partials = compute_advantages(plane, meta, td, recipe, registry, kl_coef=kl_coef,
+                                           options=options)
+    lengths = [int(x) for x in meta.tag_values("response_len")]
+    from tensordict import TensorDict
+
+    jagged = {name: to_jagged(value.float(), lengths) for name, value in outputs.items()}
+    plane.kv_batch_put(keys, meta.partition_id, TensorDict(jagged, batch_size=[len(keys)]))
+    return partials
+
+
+def compute_advantages(
+    plane: Any, meta: KVBatchMeta, td: Any, recipe: Recipe, registry: Any, *, kl_coef: float,
+    options: Mapping[str, Any],
+) -> tuple[dict[str, Any], dict[str, mr.Partial]]:
+    """Advantages of ``meta``'s samples from ``td`` (their :func:`advantage_inputs`, rows in
+    ``meta``'s order): ``({"advantages", "returns"[, "token_level_rewards"]}: [B, R] each,
+    scalar partials)``. ``plane`` is read only for outputs that carry per-token rewards."""
     alg = recipe.algorithm
     reg = registry.get("advantage_estimator", alg.estimator)
     estimator = reg.load()
     requires = set(reg.metadata.get("requires", ()))
     kl_in_reward = alg.kl.apply_in == "reward"
-    wanted = ["score"]
-    wanted += [REQUIRED_FIELDS[r] for r in sorted(requires) if r in REQUIRED_FIELDS]
-    if kl_in_reward:
-        wanted += ["old_log_probs", "ref_log_probs"]
     rewards = effective_rewards(recipe, registry)
     reward_names = reward_fields(recipe, registry)
-    wanted += reward_names
-    wanted.append("loss_mask")
-    wanted = list(dict.fromkeys(wanted))
     keys = list(meta.keys)
-    td = plane.kv_batch_get(keys, meta.partition_id, wanted)
     lengths = [int(x) for x in meta.tag_values("response_len")]
     width = max(lengths)
     # [B, R]: generated tokens only; observation tokens get no reward and no advantage
@@ -108,15 +135,9 @@ def run_advantage_phase(
         constants=dict(gamma=alg.gamma, lam=alg.lam, norm_adv_by_std_in_grpo=alg.norm_adv_by_std,
                        epsilon=1e-6, **options),
     )
-    out = {
-        "advantages": to_jagged(advantages.float(), lengths),
-        "returns": to_jagged(returns.float(), lengths),
-    }
+    outputs = {"advantages": advantages, "returns": returns}
     if kl_in_reward:
-        out["token_level_rewards"] = to_jagged(token_rewards, lengths)
-    from tensordict import TensorDict
-
-    plane.kv_batch_put(keys, meta.partition_id, TensorDict(out, batch_size=[len(keys)]))
+        outputs["token_level_rewards"] = token_rewards
 
     valid = mask.bool()
     partials["critic/score"] = mr.partial_of(scores.tolist())
@@ -132,4 +153,4 @@ def run_advantage_phase(
     for name in reward_names:  # each reward logged on its own, e.g. reward/digits_match
         partials[name] = mr.partial_of(td[name].float().reshape(-1).tolist())
     partials.update(agent_partials(meta))
-    return partials
+    return outputs, partials

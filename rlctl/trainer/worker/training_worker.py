@@ -117,35 +117,35 @@ class TrainingWorker:
 
     # ------------------------------------------------------------------ helpers
     def _model_batch(
-        self, meta: KVBatchMeta, extra_fields: list[str], pad_to: int
-    ) -> tuple[Any, dict[str, Any], list[int]]:
+        self, meta: KVBatchMeta, extra_fields: list[str], pad_to: int,
+        raw_fields: list[str] = (),
+    ) -> tuple[Any, dict[str, Any], list[int], Any]:
         """Fetch token ids (+ extra per-token fields) and build a padded ModelBatch.
 
-        Returns (batch, {field: [B', R]}, response lengths); B' = pad_to >= len(meta).
+        Returns (batch, {field: [B', R]}, response lengths, the fetched rows); B' = pad_to >=
+        len(meta). ``raw_fields`` join the same read and stay as fetched (``len(meta)`` rows).
         """
-
         from rlctl.engines.train.batch import ModelBatch
 
         keys = list(meta.keys)
         lengths = [int(x) for x in meta.tag_values("response_len")]
-        n_real = len(keys)
-        if n_real < pad_to:
-            # Copies of the last sample keep shapes realistic; their mask is zeroed below.
-            keys = keys + [keys[-1]] * (pad_to - n_real)
-            lengths = lengths + [lengths[-1]] * (pad_to - n_real)
-        td = self.plane.kv_batch_get(
-            keys, meta.partition_id, ["prompt_ids", "response_ids", "loss_mask", *extra_fields])
-        batch = ModelBatch.from_values(*flat(td["prompt_ids"]), *flat(td["response_ids"]),
+        pad = max(pad_to - len(keys), 0)
+        wanted = ["prompt_ids", "response_ids", "loss_mask", *extra_fields]
+        td = self.plane.kv_batch_get(keys, meta.partition_id,
+                                     list(dict.fromkeys([*wanted, *raw_fields])))
+        # Copies of the last sample (their mask zeroed below) keep shapes realistic.
+        batch = ModelBatch.from_values(*_with_copies(*flat(td["prompt_ids"]), pad),
+                                       *_with_copies(*flat(td["response_ids"]), pad),
                                        pad_id=self.pad_id)
-        fields = {name: to_padded(td[name], lengths).float() for name in extra_fields}
+        fields = {name: _pad_rows(to_padded(td[name], lengths).float(), pad)
+                  for name in extra_fields}
         # [B', R]: real response tokens that the policy generated (observations are 0)
-        mask = mask_from_lengths(lengths, batch.responses.shape[1])
-        mask = mask * loss_mask_of(td, lengths, mask.shape[1])
-        if n_real < pad_to:
-            mask[n_real:] = 0.0
+        width = batch.responses.shape[1]
+        mask = mask_from_lengths(lengths, width) * loss_mask_of(td, lengths, width)
+        mask = _pad_rows(mask, pad, zero=True)
         fields["response_mask"] = mask
         batch.response_mask = mask * batch.response_mask  # padded copies contribute nothing
-        return batch, fields, lengths[:n_real]
+        return batch, fields, lengths, td
 
     def _put(self, meta: KVBatchMeta, lengths: list[int], outputs: dict[str, Any]) -> None:
         from tensordict import TensorDict
@@ -165,7 +165,7 @@ class TrainingWorker:
         """
         with_entropy = False
         extra = ["rollout_log_probs"] if role == "actor" else []
-        batch, fields, lengths = self._model_batch(meta, extra, pad_to)
+        batch, fields, lengths, _ = self._model_batch(meta, extra, pad_to)
         log_probs, entropy = self.engines[role].compute_log_prob(
             batch, temperature=temperature, with_entropy=with_entropy
         )
@@ -184,7 +184,7 @@ class TrainingWorker:
         return partials
 
     def compute_values(self, meta: KVBatchMeta, pad_to: int) -> dict[str, mr.Partial]:
-        batch, _, lengths = self._model_batch(meta, [], pad_to)
+        batch, _, lengths, _ = self._model_batch(meta, [], pad_to)
         values = self.engines["critic"].compute_values(batch)
         if len(meta) and self.writes_outputs:
             self._put(meta, lengths, {"values": values})
@@ -200,14 +200,22 @@ class TrainingWorker:
 
     def update_actor(
         self, meta: KVBatchMeta, pad_to: int, kl_coef: float, step: int,
-        old_from_update: bool = False,
+        old_from_update: bool = False, advantages_here: bool = False,
     ) -> dict[str, mr.Partial]:
         """``old_from_update``: the controller skipped the old log-prob pass because this
         update is provably on-policy (controller/old_log_probs.py); the old log-probs are
-        this update's own detached log-probs, and it reports the rollout-vs-trainer gap."""
-        from rlctl.trainer.worker.actor_loss import build_actor_loss
+        this update's own detached log-probs, and it reports the rollout-vs-trainer gap.
 
-        needed = ["advantages"] if old_from_update else ["old_log_probs", "advantages"]
+        ``advantages_here``: the controller skipped the advantage phase because this shard
+        holds whole groups (controller/trainer.py, ``advantages_in_update``): the advantages
+        come from this call's own read, computed as that phase computes them, and reach the
+        data plane only for the rollout dump (the one other reader)."""
+        from rlctl.trainer.worker.actor_loss import build_actor_loss
+        from rlctl.trainer.worker.advantage_phase import advantage_inputs
+
+        needed = [] if old_from_update else ["old_log_probs"]
+        if not advantages_here:
+            needed.append("advantages")
         if self.recipe.algorithm.kl.apply_in == "loss":
             needed.append("ref_log_probs")
         correction = self.correction
@@ -220,19 +228,43 @@ class TrainingWorker:
         if self.recipe.algorithm.overlong.filter:
             # DAPO's overlong filtering: a truncated response adds no loss and no tokens
             masked = [f == "length" for f in meta.tag_values("finish_reason")]
-        return self._update("actor", meta, pad_to, needed, loss_fn, step, masked=masked)
+        raw = advantage_inputs(self.recipe, self.registry) if advantages_here else []
+        batch, fields, lengths, td = self._model_batch(meta, needed, pad_to, raw_fields=raw)
+        partials: dict[str, mr.Partial] = {}
+        if advantages_here and len(meta):
+            partials = self._advantages_into(fields, meta, lengths, td, kl_coef)
+        updated = self._update("actor", batch, fields, loss_fn, step, masked=masked)
+        return mr.merge([partials, updated]) if self.writes_outputs else {}
+
+    def _advantages_into(self, fields: dict[str, Any], meta: KVBatchMeta, lengths: list[int],
+                         td: Any, kl_coef: float) -> dict[str, mr.Partial]:
+        """The advantage phase inside the update: ``fields["advantages"]`` [B', R] from the
+        rows ``td`` just read; returns the phase's metric partials."""
+        from rlctl.trainer.worker.advantage_phase import compute_advantages
+
+        outputs, partials = compute_advantages(
+            self.plane, meta, td, self.recipe, self.registry, kl_coef=kl_coef,
+            options=self.loaded.option_kwargs("algorithm.estimator_options"))
+        rows = fields["response_mask"].shape[0]
+        fields["advantages"] = _pad_rows(outputs["advantages"].float(), rows - len(meta))
+        if self.recipe.logging.rollout_dump_samples and self.writes_outputs:
+            self._put(meta, lengths, {k: v.float() for k, v in outputs.items()})
+        return partials
 
     def update_critic(self, meta: KVBatchMeta, pad_to: int, step: int) -> dict[str, mr.Partial]:
-        return self._update("critic", meta, pad_to, ["values", "returns"], self.critic_loss, step)
+        needed = ["values", "returns"]
+        batch, fields, _, _ = self._model_batch(meta, needed, pad_to)
+        updated = self._update("critic", batch, fields, self.critic_loss, step)
+        return updated if self.writes_outputs else {}
 
-    def _update(self, role: str, meta: KVBatchMeta, pad_to: int, needed: list[str], loss_fn: Any,
-                step: int, masked: list[bool] | None = None) -> dict[str, mr.Partial]:
-        """Epochs x minibatches of optimizer steps over this rank's shard; ``masked`` rows
-        (one flag per sample of ``meta``) are left out of the loss."""
+    def _update(self, role: str, batch: Any, fields: dict[str, Any], loss_fn: Any, step: int,
+                masked: list[bool] | None = None) -> dict[str, mr.Partial]:
+        """Epochs x minibatches of optimizer steps over this rank's shard (``batch`` and its
+        ``fields``, padded to the same rows on every rank); ``masked`` rows (one flag per
+        real sample) are left out of the loss."""
         import torch
 
         alg = self.recipe.algorithm
-        batch, fields, _ = self._model_batch(meta, needed, pad_to)
         if masked is not None and any(masked):
             rows_out = torch.zeros(batch.responses.shape[0], dtype=torch.bool)  # [B']
             rows_out[: len(masked)] = torch.as_tensor(masked)
@@ -276,7 +308,7 @@ class TrainingWorker:
                     partials = mr.merge(
                         [partials, {key: mr.scalar_partial(float(value), max(weight, 1.0))}]
                     )
-        return partials if self.writes_outputs else {}
+        return partials
 
     def _global_normaliser(self, mask: Any) -> float:
         """Tokens (token-mean) or sequences (seq-mean-*) of the minibatch over all ranks."""
@@ -350,3 +382,23 @@ class TrainingWorker:
     def close(self) -> None:
         for engine in self.engines.values():
             engine.close()
+
+
+def _with_copies(values: Any, lengths: list[int], copies: int) -> tuple[Any, list[int]]:
+    """Rows given back to back (``values [N]``, ``lengths``) plus ``copies`` of the last row."""
+    if not copies:
+        return values, lengths
+    import torch
+
+    last = values[len(values) - lengths[-1]:]
+    return torch.cat([values, last.repeat(copies)]), lengths + [lengths[-1]] * copies
+
+
+def _pad_rows(value: Any, copies: int, *, zero: bool = False) -> Any:
+    """``value [B, ...]`` plus ``copies`` rows: the last row repeated, or zeros."""
+    if not copies:
+        return value
+    import torch
+
+    extra = torch.zeros_like(value[-1:]) if zero else value[-1:]
+    return torch.cat([value, extra.expand(copies, *value.shape[1:])])
