@@ -61,7 +61,8 @@ class Session:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.stack.__exit__(*exc)  # type: ignore[arg-type]  # exit callbacks see whether the run is failing
+        # __exit__, not close(): the exit callbacks see whether the run is failing
+        self.stack.__exit__(*exc)  # type: ignore[arg-type]
 
     def _start(self) -> None:
         from rlctl.dataplane import open_data_plane

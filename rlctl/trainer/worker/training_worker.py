@@ -17,6 +17,7 @@ gets its own through its spec, the estimator and the policy loss theirs as keywo
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from rlctl.config.loaded import LoadedRecipe
@@ -118,7 +119,7 @@ class TrainingWorker:
     # ------------------------------------------------------------------ helpers
     def _model_batch(
         self, meta: KVBatchMeta, extra_fields: list[str], pad_to: int,
-        raw_fields: list[str] = (),
+        raw_fields: Sequence[str] = (),
     ) -> tuple[Any, dict[str, Any], list[int], Any]:
         """Fetch token ids (+ extra per-token fields) and build a padded ModelBatch.
 
