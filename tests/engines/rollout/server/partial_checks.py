@@ -4,19 +4,27 @@
 :func:`interrupted` generates a batch in a thread while the test thread updates the weights
 through the engine's ``weight_update`` and a real weight sync, the way the rollout worker
 does; :func:`check_segments` asserts what a resumed response must be.
+:class:`PartialRolloutChecks` holds the tests themselves: each engine's module subclasses it
+with its names and a module-scoped ``engine`` fixture.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
+import torch
+
 from rlctl.engines.rollout.contract import Generation, SamplingParams
+from rlctl.engines.rollout.server.process import ServerError
 from rlctl.testing.server_checkpoint import PARITY_PROMPTS
 
 PROMPTS = PARITY_PROMPTS * 2
@@ -127,3 +135,100 @@ def summary(run: Interrupted) -> str:
     spans = [len(g.weight_segments()) for g in run.gens]
     return (f"{len(run.updates)} update(s) {run.updates}: {run.aborted} request(s) aborted, "
             f"{run.resumed} resumed; segments per response {spans}")
+
+
+LOG_PROB_ATOL = 1e-4
+"""fp32; a resumed request re-reads its tokens in one prefill (~1e-6 on SGLang)."""
+
+
+class PartialRolloutChecks:
+    """The partial-rollout tests of a server engine, on its module-scoped ``engine`` fixture.
+
+    A subclass (``TestVLLMPartial``...) names the server (``name``, as in its errors), the
+    abort endpoint an update posts (``abort_path``), its weight sync class (``sync``) and the
+    test weights (``state(k)``: the checkpoint's for 0, others for 1).
+    """
+
+    name: str
+    abort_path: str
+    sync: Callable[[], Any]
+    state: Callable[[int], Mapping[str, Any]]
+
+    @pytest.fixture(scope="class")
+    def reference(self, engine: Any) -> Reference:
+        """The uninterrupted greedy responses on the checkpoint's weights (version 0)."""
+        ref = uninterrupted(engine)
+        print(f"\nuninterrupted batch: {ref.took_s:.1f} s")
+        return ref
+
+    def test_resumed_on_the_same_weights_the_response_is_the_uninterrupted_one(
+        self, engine: Any, reference: Reference
+    ) -> None:
+        # updates with unchanged weights: every resumed request must continue exactly where
+        # it was cut (greedy), so the response is token for token the uninterrupted one
+        started = time.monotonic()
+        run = interrupted(engine, self.sync(), [self.state(0)],
+                          first_after_s=0.25 * reference.took_s, every_s=0.2 * reference.took_s)
+        print(f"\n{self.name}, same weights: {summary(run)} in "
+              f"{time.monotonic() - started:.1f} s")
+        check_segments(run, start_version=0)
+        assert [g.token_ids for g in run.gens] == [r.token_ids for r in reference.gens]
+        for g, r in zip(run.gens, reference.gens, strict=True):
+            torch.testing.assert_close(torch.tensor(g.log_probs), torch.tensor(r.log_probs),
+                                       atol=LOG_PROB_ATOL, rtol=0)
+
+    def test_each_segment_comes_from_the_weights_of_its_version(
+        self, engine: Any, reference: Reference
+    ) -> None:
+        # One update to other weights mid-response: the tokens before the cut are the old
+        # weights' greedy ones, the tokens after it the new weights' greedy continuation of
+        # (prompt + tokens before the cut), with the new weights' log-probs.
+        start = engine.weight_version
+        run = interrupted(engine, self.sync(), [self.state(1)], max_updates=1,
+                          first_after_s=0.4 * reference.took_s)
+        print(f"\n{self.name}, new weights: {summary(run)}")
+        check_segments(run, start_version=start)
+        (new,) = run.updates
+        cut = [g.weight_segments()[0].end if g.weight_version == start else 0 for g in run.gens]
+        resumed = [i for i, g in enumerate(run.gens) if g.weight_segments()[-1].version == new]
+        assert resumed, "no response went on with the new weights"
+        for g, r, c in zip(run.gens, reference.gens, cut, strict=True):
+            assert g.token_ids[:c] == r.token_ids[:c]  # the old weights' tokens, kept as they were
+            torch.testing.assert_close(torch.tensor(g.log_probs[:c]),
+                                       torch.tensor(r.log_probs[:c]), atol=LOG_PROB_ATOL, rtol=0)
+        after = continuations(engine,
+                              [PROMPTS[i] + run.gens[i].token_ids[:cut[i]] for i in resumed],
+                              [MAX_NEW - cut[i] for i in resumed])
+        for i, a in zip(resumed, after, strict=True):
+            g = run.gens[i]
+            assert g.token_ids[cut[i]:] == a.token_ids
+            torch.testing.assert_close(torch.tensor(g.log_probs[cut[i]:]),
+                                       torch.tensor(a.log_probs), atol=LOG_PROB_ATOL, rtol=0)
+        # the old weights back, for what follows
+        with engine.weight_update(timeout_s=60):
+            self.sync()(self.state(0), engine, new + 1)
+
+    def test_a_server_that_never_answers_the_abort_fails_the_update_loudly(
+        self, engine: Any
+    ) -> None:
+        out: dict = {}
+        thread = threading.Thread(target=lambda: out.setdefault("gens", engine.generate_batch(
+            PROMPTS, max_new_tokens=MAX_NEW, temperature=0.0)), daemon=True)
+        thread.start()
+        while engine.requests_in_flight < len(PROMPTS):
+            time.sleep(0.01)
+        server = engine.servers[0]
+        os.killpg(server.pid, signal.SIGSTOP)  # accepts connections, answers nothing
+        try:
+            started = time.monotonic()
+            with pytest.raises(ServerError, match=(
+                    r"aborting the requests in flight at a weight update failed: POST "
+                    rf".*/{self.abort_path} to server {self.name}\[0\] failed: .*Timeout")), \
+                    engine.weight_update(timeout_s=3.0):
+                pytest.fail("the update must not start while requests are still in flight")
+            assert time.monotonic() - started < 10
+        finally:
+            os.killpg(server.pid, signal.SIGCONT)
+        thread.join(timeout=120)
+        # the gate opened again: the batch ends (resumed if the late abort reached the server)
+        assert [len(g.token_ids) for g in out["gens"]] == [MAX_NEW] * len(PROMPTS)
