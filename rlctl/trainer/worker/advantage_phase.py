@@ -3,6 +3,10 @@
 Reads only the fields the registered estimator declared, turns per-sample scores into
 token-level rewards (optionally minus the KL penalty), runs the estimator, and writes
 ``advantages`` / ``returns`` back as jagged fields. Returns scalar partials only.
+
+Two ways in: :func:`run_advantage_phase` is the phase of its own (read, compute, write);
+without a critic the actor update calls :func:`compute_advantages` on rows it read anyway,
+on a shard that holds whole groups too (``TrainingWorker.update_actor``), and trains on them.
 """
 
 from __future__ import annotations
