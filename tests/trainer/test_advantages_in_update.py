@@ -13,10 +13,7 @@ from pathlib import Path
 
 import pytest
 
-
-def _deterministic(rows):
-    return [{k: v for k, v in r.items() if not k.startswith(("timing_s/", "perf/")) and k != "time"}
-            for r in rows]
+from tests.trainer.metric_rows import deterministic
 
 
 @pytest.mark.parametrize("patch", [
@@ -34,7 +31,7 @@ def test_the_update_computes_the_same_advantages_as_the_phase(make_recipe, run, 
     phase = run(make_recipe(run={"name": "phase"}, **logging, **dict(patch, algorithm=alg)))
     assert all("timing_s/adv" not in r for r in inside)  # no separate phase ran
     assert all("timing_s/adv" in r for r in phase)
-    assert _deterministic(inside) == _deterministic(phase)
+    assert deterministic(inside) == deterministic(phase)
     assert "critic/advantages/mean" in inside[-1]
     out = make_recipe().run.output_dir
     for step in (1, 2, 3):  # the rollout dump reads the advantages the update wrote

@@ -7,6 +7,7 @@ import pytest
 from rlctl.hookspecs import hookimpl
 from rlctl.registry import build_registry, reset_registry, set_registry
 from rlctl.trainer.controller.entry import train_from_recipe
+from tests.trainer.metric_rows import deterministic
 
 VERL_NAMES = [
     "critic/score/mean",
@@ -32,17 +33,10 @@ def test_steps_log_verl_metric_names(make_recipe, run):
     assert (run_dir / "config.toml").is_file() and (run_dir / "run_info.json").is_file()
 
 
-def _deterministic(rows):
-    return [
-        {k: v for k, v in r.items() if not k.startswith(("timing_s/", "perf/")) and k != "time"}
-        for r in rows
-    ]
-
-
 def test_local_mode_is_deterministic_given_the_seed(make_recipe, run):
     first = run(make_recipe(run={"name": "a"}))
     second = run(make_recipe(run={"name": "b"}))
-    assert _deterministic(first) == _deterministic(second)
+    assert deterministic(first) == deterministic(second)
 
 
 def test_controller_bytes_stay_flat_when_responses_grow_8x(make_recipe, run):

@@ -18,14 +18,10 @@ import pytest
 
 from rlctl.registry import get_registry
 from rlctl.trainer.controller.old_log_probs import old_log_prob_pass_needed
+from tests.trainer.metric_rows import deterministic
 
 REL_TOL = 1e-9
 REORDERED = {"training/rollout_probs_diff"}  # summed in another order: REL_TOL
-
-
-def _deterministic(rows):
-    return [{k: v for k, v in r.items() if not k.startswith(("timing_s/", "perf/")) and k != "time"}
-            for r in rows]
 
 
 def test_on_policy_update_skips_the_pass_and_changes_no_number(make_recipe, run):
@@ -37,7 +33,7 @@ def test_on_policy_update_skips_the_pass_and_changes_no_number(make_recipe, run)
                               algorithm={"old_log_prob_pass": "always"}))
     assert all("timing_s/old_log_prob" not in r for r in skipped)  # the phase never ran
     assert all("timing_s/old_log_prob" in r for r in forward)
-    a, b = _deterministic(skipped), _deterministic(forward)
+    a, b = deterministic(skipped), deterministic(forward)
     assert [sorted(r) for r in a] == [sorted(r) for r in b]  # the same metrics, rollout gap too
     for step, (x, y) in enumerate(zip(a, b, strict=True), start=1):
         for key in x:

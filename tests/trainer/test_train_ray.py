@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.trainer.metric_rows import deterministic
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -57,10 +59,6 @@ def test_advantages_in_the_update_change_no_number_on_two_ranks(tmp_path):
     """The default folds the advantage phase into the actor update (its shard holds whole
     groups, tests/trainer/test_advantages_in_update.py); on 2 FSDP ranks with a separate
     phase on the same shards every metric is the same, bit for bit."""
-    def deterministic(rows):
-        return [{k: v for k, v in r.items()
-                 if not k.startswith(("timing_s/", "perf/")) and k != "time"} for r in rows]
-
     steps = "schedule.total_steps=3"
     inside = _train(tmp_path, "inside", "-s", steps)
     phase = _train(tmp_path, "phase", "-s", steps, "-s", 'algorithm.advantage_pass="always"')

@@ -68,13 +68,4 @@ def balanced_group_partition(
 
 def group_partition(groups: Sequence[str], parts: int) -> list[list[int]]:
     """Indices split so every group (uid) lands whole in one part, parts balanced by count."""
-    members: dict[str, list[int]] = defaultdict(list)
-    for i, g in enumerate(groups):
-        members[g].append(i)
-    heap = [(0, p) for p in range(parts)]
-    out: list[list[int]] = [[] for _ in range(parts)]
-    for g in sorted(members, key=lambda g: (-len(members[g]), g)):
-        load, p = heapq.heappop(heap)
-        out[p].extend(members[g])
-        heapq.heappush(heap, (load + len(members[g]), p))
-    return [sorted(part) for part in out]
+    return balanced_group_partition(groups, [0] * len(groups), parts)
