@@ -185,7 +185,7 @@ class PartialRolloutChecks:
         # (prompt + tokens before the cut), with the new weights' log-probs.
         start = engine.weight_version
         run = interrupted(engine, self.sync(), [self.state(1)], max_updates=1,
-                          first_after_s=0.4 * reference.took_s)
+                          first_after_s=0.25 * reference.took_s)
         print(f"\n{self.name}, new weights: {summary(run)}")
         check_segments(run, start_version=start)
         (new,) = run.updates
