@@ -6,12 +6,22 @@ workers and the run lock to be cleaned up by others. Here it raises :class:`Term
 (a ``KeyboardInterrupt``) in the main thread, so every ``finally`` and context manager runs:
 workers stop, Ray shuts down, the lock is released.
 
+When the signal lands while an asyncio loop runs in the main thread (the ``--local`` rollout
+worker drives its sessions with one), raising in place would raise inside whichever task
+was running: asyncio re-raises a ``KeyboardInterrupt`` from every task it passes through,
+also while ``asyncio.run`` cancels the others on the way out, and logs it with a traceback
+as an unhandled task exception. So there the handler asks the loop to raise it at its next
+turn instead (``call_soon_threadsafe`` also wakes a loop parked in ``select``): the
+exception leaves ``asyncio.run`` from the loop itself and every task is cancelled cleanly,
+which is what asyncio's own Ctrl-C handling does too.
+
 ``ray.init`` replaces whatever SIGTERM handler is installed, so the session calls
 :func:`reinstall` once Ray is up.
 """
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import threading
 from types import FrameType
@@ -56,7 +66,15 @@ class StopOnSigterm:
         if self.received:
             return
         self.received = True
-        raise Terminated()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop in this thread: unwind from right here
+            raise Terminated() from None
+        loop.call_soon_threadsafe(_raise_terminated)
+
+
+def _raise_terminated() -> None:
+    raise Terminated()
 
 
 _active: StopOnSigterm | None = None
