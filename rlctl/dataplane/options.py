@@ -30,8 +30,9 @@ class RayOptions(BaseModel):
     zero_copy_reads: bool = False
     """Return views of the object store where possible; writing into them corrupts stored data."""
     inline_max_bytes: NonNegativeInt = 65536
-    """Puts of at most this many tensor bytes skip the object store and live in the index actor (one
-    round trip); 0 sends every put through the object store."""
+    """Puts of at most this many bytes (tensors, and the text of string fields) skip the object
+    store and live in the index actor (one round trip); 0 sends every put through the object
+    store."""
 
 
 class TransferQueueOptions(BaseModel):

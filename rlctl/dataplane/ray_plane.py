@@ -61,10 +61,11 @@ class RayDataPlane(IndexActorClient, BlockDataPlane):
         box, names = None, []
         if block:
             arrays = columns.to_numpy(block)
-            if _tensor_bytes(arrays) <= self.options.inline_max_bytes:
+            if _inline_bytes(arrays) <= self.options.inline_max_bytes:
                 # Small: the block rides in the index call (Ray inlines small arguments) and
                 # lives in the index actor, saving an object-store put and a read's fetch.
-                # As plain tuples of numpy arrays: a Column would make the actor import torch.
+                # As plain tuples of numpy arrays (and lists of str): a Column would make the
+                # actor import torch.
                 box = [{n: (c.kind, c.data, c.offsets, c.dtype) for n, c in arrays.items()}]
             else:
                 # The block holds views of the caller's tensors: ray.put copies them into the
@@ -138,11 +139,16 @@ class RayDataPlane(IndexActorClient, BlockDataPlane):
             self._end_index()
 
 
-def _tensor_bytes(block: columns.Block) -> float:
-    """Bytes of a block's tensor columns; infinite with an object column (size unknown)."""
+def _inline_bytes(block: columns.Block) -> float:
+    """Bytes of a block's tensor columns and of the strings of its object columns (a prompt
+    batch's ground truths and sources); infinite with any other object, whose class the index
+    actor might not be able to import (and whose size is unknown)."""
     total = 0
     for col in block.values():
         if col.kind == "object":
-            return float("inf")
-        total += col.data.nbytes + (0 if col.offsets is None else col.offsets.nbytes)
+            if not all(isinstance(item, str) for item in col.data):
+                return float("inf")
+            total += sum(len(item.encode()) for item in col.data)
+        else:
+            total += col.data.nbytes + (0 if col.offsets is None else col.offsets.nbytes)
     return total

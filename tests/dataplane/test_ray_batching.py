@@ -4,8 +4,10 @@ that one process's threads make at the same time share a batch. Both must change
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
+import ray
 import torch
 
 from rlctl.dataplane.contract import DataPlaneError
@@ -120,5 +122,46 @@ def test_errors_of_batched_gets_reach_their_own_caller(ray_cluster):
         with pytest.raises(DataPlaneError, match="field 'y' is not written"):
             plane.kv_batch_get([key], "p", ["y"])
         assert plane.kv_batch_get([key], "p", ["x"]).get("x").tolist() == [[1]]
+    finally:
+        plane.close()
+
+
+@ray.remote(num_cpus=0)
+class _ShortLivedWriter:
+    def __init__(self, plane):
+        self.plane = plane
+
+    def put(self, keys, fields):
+        self.plane.kv_batch_put(keys, "p", fields, [{"status": "success"}] * len(keys))
+
+
+def _put_from_an_actor_that_exits(plane, keys, fields) -> None:
+    writer = _ShortLivedWriter.remote(plane)
+    ray.get(writer.put.remote(keys, fields), timeout=60)
+    ray.kill(writer)  # an object-store block dies with its owner; an inline one does not
+    time.sleep(1.0)
+
+
+def test_string_fields_ride_inline_and_other_objects_go_through_the_store(ray_cluster):
+    """A step's prompts (token ids plus JSON strings) are one index call: the index actor holds
+    the block, so it outlives the process that put it. A field of other Python objects never
+    rides inline (the actor might not import their classes): that block is in its writer's
+    object store and goes when the writer goes."""
+    plane = _open()
+    try:
+        prompts = [make_key(new_uid(), 0, 0) for _ in range(4)]
+        fields = {"prompt_ids": [torch.arange(i + 3) for i in range(4)],
+                  "ground_truth": ['{"digits": 3}', '{"digits": 1}', "{}", '"é"'],
+                  "data_source": ["count_digits"] * 4}
+        _put_from_an_actor_that_exits(plane, prompts, fields)
+        td = plane.kv_batch_get(prompts, "p", ["prompt_ids", "ground_truth", "data_source"])
+        assert [r.tolist() for r in td.get("prompt_ids").unbind()] == [
+            list(range(i + 3)) for i in range(4)]
+        assert list(td.get("ground_truth").tolist()) == fields["ground_truth"]
+
+        others = [make_key(new_uid(), 0, 0) for _ in range(2)]
+        _put_from_an_actor_that_exits(plane, others, {"meta": [{"a": 1}, {"b": 2}]})
+        with pytest.raises(DataPlaneError, match="written by a process that has exited"):
+            plane.kv_batch_get(others, "p", ["meta"])
     finally:
         plane.close()

@@ -17,6 +17,7 @@ import copy
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 from pydantic import BaseModel
@@ -157,6 +158,7 @@ class PromptFeeder:
         import torch
         from tensordict import TensorDict
 
+        from rlctl.dataplane import jagged
         from rlctl.tasks import tokenize_prompts
 
         data = self.recipe.data
@@ -167,10 +169,11 @@ class PromptFeeder:
         uids = [new_uid() for _ in prompts]
         fields = TensorDict(
             {
-                # [B, (P_i)] jagged: prompts are stored without padding
-                "prompt_ids": torch.nested.as_nested_tensor(
-                    [torch.tensor(x, dtype=torch.long) for x in ids], layout=torch.jagged
-                ),
+                # [B, (P_i)] jagged: prompts are stored without padding; built from one
+                # tensor of every prompt's ids (a tensor per prompt cost ~10 us each)
+                "prompt_ids": jagged.from_values(
+                    torch.tensor(list(chain.from_iterable(ids)), dtype=torch.long),
+                    [len(x) for x in ids]),
             },
             batch_size=[len(uids)],
         )
