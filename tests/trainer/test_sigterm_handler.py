@@ -14,6 +14,7 @@ import logging
 import os
 import signal
 import threading
+import time
 
 import pytest
 
@@ -85,3 +86,26 @@ def test_a_second_sigterm_during_the_shutdown_is_ignored():
             for _ in range(10**6):
                 pass
     assert stop.received
+
+
+def test_a_loop_that_closes_before_its_next_turn_still_gets_it_raised():
+    """The signal came during the loop's last turn: the loop never runs the deferred raise, so
+    the handler's timer sends the signal again and it is raised outside the loop."""
+    loop = asyncio.new_event_loop()
+
+    def last_turn() -> None:
+        loop.stop()  # this turn is the last
+        os.kill(os.getpid(), signal.SIGTERM)
+        sum(range(10**5))  # the handler runs here, inside the loop, and defers
+
+    started = time.monotonic()
+    with StopOnSigterm() as stop, pytest.raises(Terminated):
+        loop.call_soon(last_turn)
+        try:
+            loop.run_forever()
+        finally:
+            loop.close()  # drops the raise the handler scheduled
+        assert stop.received  # received, not raised yet
+        while time.monotonic() - started < 10:
+            time.sleep(0.05)  # the redelivered signal is raised in place, in here
+    assert time.monotonic() - started < 3
