@@ -8,11 +8,25 @@ over tokens.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import torch
 
 from rlctl.dataplane.npbridge import concat
+
+
+class _DropFxTracingNotice(logging.Filter):
+    """torch 2.13's nested tensors call its deprecated ``is_fx_tracing`` on their first op,
+    which logs a notice to use another function, once per process: in a training run, one
+    ``[rankN]:W... is_fx_tracing will return true ...`` line per worker that nobody can act on.
+    Only that message is dropped; the logger's other records pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("is_fx_tracing will return true")
+
+
+logging.getLogger("torch.fx._symbolic_trace").addFilter(_DropFxTracingNotice())
 
 
 def is_jagged(t: object) -> bool:

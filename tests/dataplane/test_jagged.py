@@ -1,5 +1,6 @@
 """Jagged helpers: pack/unpack, padding and back."""
 
+import pytest
 import torch
 
 from rlctl.dataplane import jagged
@@ -38,3 +39,23 @@ def test_pack_rejects_mixed_rows():
         jagged.pack([torch.zeros(2, 3), torch.zeros(2, 4)])
     with pytest.raises(ValueError):
         jagged.pack([torch.tensor(1.0)])
+
+
+_FIRST_NT_OP = (
+    "import torch\n"
+    "torch.nested.nested_tensor_from_jagged(torch.arange(6), torch.tensor([0, 2, 6]))\n"
+)
+
+
+@pytest.mark.parametrize("with_rlctl", [False, True], ids=["torch-alone", "rlctl"])
+def test_torchs_fx_tracing_notice_is_dropped_once_rlctl_is_imported(with_rlctl):
+    """torch logs the notice on a process's first nested-tensor op; rlctl drops that one record
+    (the torch-alone case shows it is still there to drop: if torch stops logging it, the
+    filter in rlctl/dataplane/jagged.py can go)."""
+    import subprocess
+    import sys
+
+    code = ("import rlctl.dataplane.jagged\n" if with_rlctl else "") + _FIRST_NT_OP
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True)
+    assert ("is_fx_tracing will return true" in out.stderr) is not with_rlctl, out.stderr
