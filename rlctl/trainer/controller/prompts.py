@@ -17,7 +17,6 @@ import copy
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import chain
 from typing import Any
 
 from pydantic import BaseModel
@@ -158,8 +157,8 @@ class PromptFeeder:
         import torch
         from tensordict import TensorDict
 
-        from rlctl.dataplane import jagged
         from rlctl.tasks import tokenize_prompts
+        from rlctl.trainer.worker.fields import from_rows
 
         data = self.recipe.data
         prompts = [next(self._iter) for _ in range(count)]
@@ -169,11 +168,9 @@ class PromptFeeder:
         uids = [new_uid() for _ in prompts]
         fields = TensorDict(
             {
-                # [B, (P_i)] jagged: prompts are stored without padding; built from one
-                # tensor of every prompt's ids (a tensor per prompt cost ~10 us each)
-                "prompt_ids": jagged.from_values(
-                    torch.tensor(list(chain.from_iterable(ids)), dtype=torch.long),
-                    [len(x) for x in ids]),
+                # [B, (P_i)] jagged: prompts are stored without padding (one tensor for
+                # every prompt's ids: a tensor per prompt cost ~10 us each)
+                "prompt_ids": from_rows(ids, torch.long),
             },
             batch_size=[len(uids)],
         )
