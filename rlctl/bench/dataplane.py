@@ -11,10 +11,14 @@ the time from a writer actor's last terminal put returning to ``ReplayBuffer.sam
 returning in the driver (median). Small puts: 8 threads of the driver share ``small_puts``
 single-key puts (8 int64 and a status tag each, what a rollout session writes); puts/s.
 
-Between repetitions the benchmark waits ``settle_s`` after the clear. The object store frees
-cleared blocks asynchronously, so a put issued at once lands on fresh shared memory and pays a
-page fault per 4 KiB (60-250 ms for 72 MiB here, more than the copy itself); a training step
-is seconds long, so a run's puts reuse the freed pages. The pause applies to every backend.
+Between repetitions the benchmark waits ``settle_s`` (1.1 s) after the clear. Ray frees the
+shared memory of deleted objects in batches, every ``free_objects_period_milliseconds`` (1 s
+by default), so a put issued sooner cannot reuse the last step's block and lands on fresh pages:
+a minor page fault per 4 KiB, about 18,500 for the 72 MiB step and 35-58 ms instead of 6-8 ms
+for the ``ray.put`` (measured with ``getrusage`` in the writer actor). With a 0.25 s pause the
+first four puts of a run each got fresh pages, two of them among the timed repetitions; a
+training step is seconds long, so a run's puts reuse the freed pages. The pause applies to
+every backend.
 """
 
 from __future__ import annotations
@@ -59,7 +63,7 @@ class BenchConfig:
     readiness_trials: int = 7
     seed: int = 0
     zero_copy_row: bool = True  # also measure ray with zero_copy_reads (views, no read copy)
-    settle_s: float = 0.25  # pause after each repetition's clear (see the module docstring)
+    settle_s: float = 1.1  # pause after each repetition's clear (see the module docstring)
     small_puts: int = 2000  # single-key puts shared by 8 writer threads; 0 skips
     options: dict[str, dict[str, Any]] = field(default_factory=dict)  # backend -> options
 

@@ -32,7 +32,9 @@ def bench_dataplane(
     repeats: int = typer.Option(5, min=1, help="Repetitions; the best is reported."),
     warmup: int = typer.Option(2, min=0, help="Untimed repetitions before the timed ones."),
     settle_ms: int = typer.Option(
-        250, min=0, help="Pause after each repetition's clear (the store frees asynchronously)."
+        1100,
+        min=0,
+        help="Pause after each repetition's clear (Ray frees cleared blocks once a second).",
     ),
     small_puts: int = typer.Option(
         2000, min=0, help="Single-key puts shared by 8 writer threads (puts/s); 0 skips."

@@ -5,6 +5,12 @@ index actor calls it from its single event loop (one method runs at a time, so a
 is atomic). Data is written in *blocks* (one per put); the index records, per key and
 field, ``(block_id, row)`` and keeps a block's opaque handle (a torch block, a Ray
 ``ObjectRef``, a field-kind map) alive while any row still references it.
+
+A block may be registered before its bytes exist: its handle is then :class:`Reserved` until
+:meth:`KeyIndex.commit` hands the real one over (the ``ray`` plane registers a put's keys
+while it copies the block into the object store). Keys and tags of a reserved block are
+visible at once; :meth:`KeyIndex.locate` reports the reserved blocks a read would touch, and
+the caller decides how to wait.
 """
 
 from __future__ import annotations
@@ -13,7 +19,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlctl.dataplane.contract import MissingFieldError, UnknownKeyError, describe_keys
+from rlctl.dataplane.contract import (
+    DataPlaneError,
+    MissingFieldError,
+    UnknownKeyError,
+    describe_keys,
+)
 
 Loc = tuple[int, int]  # (block_id, row within the block)
 _NO_LOCS: dict[str, Loc] = {}  # read-only stand-in for a key that has tags but no data
@@ -34,12 +45,28 @@ class Located:
     locs: dict[str, list[Loc]]  # field -> one loc per requested key, in key order
 
 
+@dataclass(frozen=True)
+class Reserved:
+    """The handle of a block whose bytes are still on their way (see :meth:`KeyIndex.commit`)."""
+
+    token: str  # chosen by the writer, unique per put
+    since: float  # time.monotonic() of the reservation (error messages say how long)
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The handle of a reserved block whose writer could not store the bytes."""
+
+    reason: str
+
+
 class KeyIndex:
     """Keys, tags and field locations of every partition."""
 
     def __init__(self) -> None:
         self._partitions: dict[str, _Partition] = {}
         self._blocks: dict[int, list[Any]] = {}  # block_id -> [handle, live row count]
+        self._reserved: dict[str, int] = {}  # token -> block_id, while its handle is Reserved
         self._next_block = 0
 
     # ------------------------------------------------------------------ writes
@@ -59,6 +86,8 @@ class KeyIndex:
             self._next_block += 1
             # Every (key, field) pair references the block; overwrites below release theirs.
             self._blocks[block_id] = [handle, len(keys) * len(fields)]
+            if isinstance(handle, Reserved):
+                self._reserved[handle.token] = block_id
             all_locs = part.locs
             for row, key in enumerate(keys):
                 key_locs = all_locs.get(key)
@@ -84,6 +113,17 @@ class KeyIndex:
                 part.version += 1
         return part.version
 
+    def commit(self, token: str, handle: Any) -> bool:
+        """Give the block reserved under ``token`` its real handle (or a :class:`Failed`).
+
+        False when nothing holds that block any more (its keys were cleared or overwritten
+        before the bytes arrived): the handle is dropped, and with it the bytes."""
+        block_id = self._reserved.pop(token, None)
+        if block_id is None:
+            return False
+        self._blocks[block_id][0] = handle
+        return True
+
     def clear(self, partition_id: str, keys: Sequence[str]) -> int:
         part = self._partitions.get(partition_id)
         if part is None:
@@ -100,6 +140,8 @@ class KeyIndex:
         entry[1] -= 1
         if entry[1] <= 0:
             del self._blocks[block_id]  # drops the handle: the block's memory can go
+            if isinstance(entry[0], Reserved):
+                del self._reserved[entry[0].token]
 
     # ------------------------------------------------------------------ reads
     def list(self, partition_id: str) -> dict[str, dict[str, Any]]:
@@ -131,7 +173,14 @@ class KeyIndex:
             except KeyError:
                 raise self._missing(part, partition_id, keys, name) from None  # type: ignore[arg-type]
             for block_id in {loc[0] for loc in locs}:
-                handles[block_id] = self._blocks[block_id][0]
+                handle = self._blocks[block_id][0]
+                if isinstance(handle, Failed):
+                    raise DataPlaneError(
+                        f"field {name!r} of keys {describe_keys(keys)} in partition "
+                        f"{partition_id!r} was never stored: its writer failed mid-put "
+                        f"({handle.reason}); put those keys again"
+                    )
+                handles[block_id] = handle
             out[name] = locs
         return Located(handles, out)
 
@@ -146,6 +195,11 @@ class KeyIndex:
             field=name,
             keys=lacking,
         )
+
+    @staticmethod
+    def reserved_in(located: Located) -> list[Reserved]:
+        """The blocks of a locate whose bytes have not arrived yet."""
+        return [h for h in located.handles.values() if isinstance(h, Reserved)]
 
     def block_count(self) -> int:
         """Live blocks (tests check that clears free memory)."""

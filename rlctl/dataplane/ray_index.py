@@ -7,6 +7,12 @@ update, and the event loop runs one at a time, so a tag merge is atomic however 
 processes write. Everything but ``watch`` arrives through ``batch``: a list of calls applied
 in order in one turn, which is how concurrent callers of one process share a round trip.
 
+A large ``ray`` put registers in two calls so that the index round trip overlaps the copy
+into the object store: ``reserve`` (awaited: keys, tags and rows, the block's handle a
+:class:`~rlctl.dataplane.key_index.Reserved`) goes out before the copy, ``commit`` (the
+``ObjectRef``, not awaited) after it. A ``locate`` that touches a reserved block waits for its
+commit, bounded by the wait its batch carries, then fails naming the stalled writer.
+
 ``watch`` is the push half of readiness: it parks the caller until a tag change bumps the
 partition's version, so the ReplayBuffer learns of the last terminal sample within one actor
 round trip instead of a polling period; ``watch_list`` answers with the listing of that
@@ -28,7 +34,7 @@ import ray
 
 from rlctl.dataplane.contract import DataPlaneClosedError, DataPlaneError
 from rlctl.dataplane.index_batch import GroupCommit
-from rlctl.dataplane.key_index import KeyIndex
+from rlctl.dataplane.key_index import Failed, KeyIndex, Reserved
 
 Reply = tuple[str, Any]  # ("ok", value) or ("err", DataPlaneError): errors travel clean
 
@@ -40,6 +46,7 @@ class IndexActor:
     def __init__(self) -> None:
         self._index = KeyIndex()
         self._changed: asyncio.Event | None = None
+        self._landed: asyncio.Event | None = None  # set when a reserved block may have resolved
         self._batches = 0  # batch calls received, and the calls they carried (see stats)
         self._calls = 0
 
@@ -48,6 +55,13 @@ class IndexActor:
         if self._changed is not None:
             self._changed.set()
         self._changed = asyncio.Event()
+
+    def _bump_landed(self) -> None:
+        # Wake reads parked on a reserved block; each re-locates (the block may be committed,
+        # failed, or no longer referenced at all).
+        if self._landed is not None:
+            self._landed.set()
+            self._landed = None
 
     # One synchronous body per call: no ``await`` inside, so each runs atomically.
     def _put(
@@ -64,10 +78,30 @@ class IndexActor:
         version = self._index.put(partition_id, keys, tags, handle, fields)
         if tags is not None:
             self._bump()
+        self._bump_landed()  # an overwrite may have replaced a reserved location
         return ("ok", version)
+
+    def _reserve(
+        self,
+        partition_id: str,
+        keys: Sequence[str],
+        tags: Sequence[dict[str, Any]] | None,
+        token: str,
+        fields: Sequence[str],
+    ) -> Reply:
+        return self._put(partition_id, keys, tags, [Reserved(token, time.monotonic())], fields)
+
+    def _commit(self, token: str, handle_box: list[Any] | None, failure: str | None) -> Reply:
+        handle = handle_box[0] if handle_box else Failed(failure or "no data arrived")
+        landed = self._index.commit(token, handle)
+        self._bump_landed()
+        return ("ok", landed)
 
     def _locate(self, partition_id: str, keys: Sequence[str], fields: Sequence[str]) -> Reply:
         located = self._index.locate(partition_id, keys, fields)
+        waiting = KeyIndex.reserved_in(located)
+        if waiting:
+            return ("pending", waiting)  # batch() waits for the commits and locates again
         boxed = {bid: [h] for bid, h in located.handles.items()}
         return ("ok", (boxed, located.locs))
 
@@ -77,6 +111,7 @@ class IndexActor:
     def _clear(self, partition_id: str, keys: Sequence[str]) -> Reply:
         self._index.clear(partition_id, keys)
         self._bump()
+        self._bump_landed()
         return ("ok", None)
 
     def _block_count(self) -> Reply:
@@ -89,6 +124,8 @@ class IndexActor:
     # What a batch may run (``watch`` parks, so it never joins one).
     _OPS: ClassVar[dict[str, Any]] = {
         "put": _put,
+        "reserve": _reserve,
+        "commit": _commit,
         "locate": _locate,
         "list": _list,
         "clear": _clear,
@@ -105,12 +142,49 @@ class IndexActor:
         except DataPlaneError as exc:
             return ("err", exc)
 
-    async def batch(self, ops: Sequence[tuple[str, Sequence[Any]]]) -> list[Reply]:
+    async def batch(
+        self, ops: Sequence[tuple[str, Sequence[Any]]], pending_wait_s: float = 0.0
+    ) -> list[Reply]:
         """Apply ``ops`` (``(name, args)``) in order within one event-loop turn: the calls of
-        several client threads cost one round trip, and no other call runs in between."""
+        several client threads cost one round trip, and no other call runs in between.
+
+        The one exception: a ``locate`` of a reserved block parks the batch until the block's
+        commit (at most ``pending_wait_s``); the calls after it run when it is answered."""
         self._batches += 1
         self._calls += len(ops)
-        return [self._apply(op, args) for op, args in ops]
+        replies = []
+        for op, args in ops:
+            reply = self._apply(op, args)
+            if reply[0] == "pending":
+                reply = await self._after_commit(op, args, reply[1], pending_wait_s)
+            replies.append(reply)
+        return replies
+
+    async def _after_commit(
+        self, op: str, args: Sequence[Any], waiting: list[Reserved], wait_s: float
+    ) -> Reply:
+        """Re-apply a read each time a reserved block may have landed, until it answers."""
+        deadline = time.monotonic() + max(0.0, wait_s)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                age = time.monotonic() - min(r.since for r in waiting)
+                return (
+                    "err",
+                    DataPlaneError(
+                        f"{len(waiting)} block(s) this read needs were registered {age:.0f} s "
+                        "ago and their bytes never arrived: the writer died or stalled between "
+                        "registering a put and storing it (its own error, if any, is in its log)"
+                    ),
+                )
+            if self._landed is None:
+                self._landed = asyncio.Event()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._landed.wait(), remaining)
+            reply = self._apply(op, args)
+            if reply[0] != "pending":
+                return reply
+            waiting = reply[1]
 
     async def watch(self, partition_id: str, version: int, timeout: float) -> Reply:
         await self._wait_past(partition_id, version, timeout)
@@ -194,9 +268,14 @@ class IndexActorClient:
             batches = self.__dict__.setdefault("_batches", GroupCommit(self._send_batch, wait_s))
         return unwrap(batches.call((op, args), what or op))
 
+    def _pending_wait_s(self) -> float:
+        # A read parked on a reserved block answers (with the stalled writer named) before
+        # the caller's own timeout turns it into a bare "did not answer".
+        return 0.8 * self.options.call_timeout_s
+
     def _send_batch(self, ops: list[tuple[str, tuple[Any, ...]]], what: str) -> list[Reply]:
         try:
-            ref = self._index.batch.remote(ops)
+            ref = self._index.batch.remote(ops, self._pending_wait_s())
         except TypeError:
             # One caller's arguments do not serialise: send each on its own so that only that
             # caller gets the error, not every thread that happened to share its batch.

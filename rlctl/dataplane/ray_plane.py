@@ -3,11 +3,14 @@
 A put encodes the fields as numpy columns (zero-copy views of the caller's tensors),
 ``ray.put``s them once as a block (owned by the writing process, per Ray's ownership model:
 it lives as long as the writer, so write from actors or the driver), and registers
-``(block, row)`` per key and field with the actor. A block of at most ``inline_max_bytes``
-(a few samples' scalars, a tag-sized put) skips the object store: it travels inside the index
-call and the index actor holds it. Index calls that threads of one process make at the same
-time share one actor round trip (:mod:`rlctl.dataplane.index_batch`). A get asks the actor
-where the rows are, ``ray.get``s the blocks (on the same node these are
+``(block, row)`` per key and field with the actor. The registration overlaps the copy: the
+keys are reserved before ``ray.put`` starts and the block's ``ObjectRef`` is committed after
+it without waiting for the reply, so a put costs its copy, not its copy plus a round trip;
+a read that arrives in between waits in the actor for the commit. A block of at most
+``inline_max_bytes`` (a few samples' scalars, a tag-sized put) skips the object store: it
+travels inside the index call and the index actor holds it. Index calls that threads of one
+process make at the same time share one actor round trip (:mod:`rlctl.dataplane.index_batch`).
+A get asks the actor where the rows are, ``ray.get``s the blocks (on the same node these are
 zero-copy views of shared memory, never unpickled from a socket) and gathers the rows into
 fresh tensors with one copy per field. With ``zero_copy_reads`` a read of rows that one put
 wrote together returns views of shared memory instead (no copy at all): such tensors must be
@@ -19,6 +22,7 @@ and reconnects to the same store. Ray must be initialised by the caller.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,7 +33,7 @@ from rlctl.dataplane import columns
 from rlctl.dataplane.block_plane import BlockDataPlane
 from rlctl.dataplane.contract import DataPlaneError, Layout, describe_keys
 from rlctl.dataplane.options import RayOptions
-from rlctl.dataplane.ray_index import IndexActorClient, get_or_create
+from rlctl.dataplane.ray_index import IndexActorClient, call, get_or_create, unwrap
 
 
 class RayDataPlane(IndexActorClient, BlockDataPlane):
@@ -68,13 +72,32 @@ class RayDataPlane(IndexActorClient, BlockDataPlane):
                 # actor import torch.
                 box = [{n: (c.kind, c.data, c.offsets, c.dtype) for n, c in arrays.items()}]
             else:
-                # The block holds views of the caller's tensors: ray.put copies them into the
-                # object store once. The writer owns the block (Ray's ownership model;
-                # ``_owner`` is gone since Ray 2.56): it lives as long as this process does.
-                # Writers are long-lived worker actors or the driver, never short Ray tasks.
-                box = [ray.put(arrays)]
+                self._put_through_store(partition_id, keys, tags, arrays)
+                return
             names = list(block)
         self._index_put(partition_id, keys, tags, box, names)
+
+    def _put_through_store(self, partition_id: str, keys: list[str], tags, arrays) -> None:
+        """Reserve the keys, copy the block into the object store meanwhile, commit its ref."""
+        token = uuid.uuid4().hex
+        tags = None if tags is None else [dict(t) for t in tags]
+        reserve = ("reserve", (partition_id, keys, tags, token, list(arrays)))
+        reserving = self._index.batch.remote([reserve], 0.0)
+        try:
+            # ``arrays`` are views of the caller's tensors: ray.put copies them into the
+            # object store once. The writer owns the block (Ray's ownership model;
+            # ``_owner`` is gone since Ray 2.56): it lives as long as this process does.
+            # Writers are long-lived worker actors or the driver, never short Ray tasks.
+            box: list[Any] | None = [ray.put(arrays)]
+            failure = None
+        except Exception as exc:
+            box, failure = None, f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            # The commit goes out only once the reservation is in, so it can never overtake
+            # it; readers of a failed put get the failure instead of waiting for bytes.
+            unwrap(call(reserving, self.options.call_timeout_s, "put", raw=True)[0])
+            self._index.batch.remote([("commit", (token, box, failure))], 0.0)
 
     def kv_clear(self, keys: Sequence[str], partition_id: str) -> None:
         self._check_open()
