@@ -83,15 +83,16 @@ class RayDataPlane(IndexActorClient, BlockDataPlane):
         tags = None if tags is None else [dict(t) for t in tags]
         reserve = ("reserve", (partition_id, keys, tags, token, list(arrays)))
         reserving = self._index.batch.remote([reserve], 0.0)
+        box: list[Any] | None = None
+        failure: str | None = "the writer was interrupted mid-put"
         try:
             # ``arrays`` are views of the caller's tensors: ray.put copies them into the
             # object store once. The writer owns the block (Ray's ownership model;
             # ``_owner`` is gone since Ray 2.56): it lives as long as this process does.
             # Writers are long-lived worker actors or the driver, never short Ray tasks.
-            box: list[Any] | None = [ray.put(arrays)]
-            failure = None
+            box, failure = [ray.put(arrays)], None
         except Exception as exc:
-            box, failure = None, f"{type(exc).__name__}: {exc}"
+            failure = f"{type(exc).__name__}: {exc}"
             raise
         finally:
             # The commit goes out only once the reservation is in, so it can never overtake

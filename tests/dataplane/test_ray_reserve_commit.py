@@ -68,20 +68,30 @@ def test_a_writer_that_never_commits_fails_its_readers_within_the_bound(ray_clus
         plane.close()
 
 
-def test_a_put_whose_copy_fails_reaches_its_readers_as_an_error(ray_cluster, monkeypatch):
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (RuntimeError("object store full"), "RuntimeError: object store full"),
+        (KeyboardInterrupt(), "the writer was interrupted mid-put"),  # a SIGINT or SIGTERM
+    ],
+    ids=["error", "interrupt"],
+)
+def test_a_put_whose_copy_fails_reaches_its_readers_as_an_error(
+    ray_cluster, monkeypatch, error, reason
+):
     plane = _open()
     try:
         keys = [make_key(new_uid(), i, 0) for i in range(2)]
 
-        def full(value, **_):  # type: ignore[no-untyped-def]
-            raise RuntimeError("object store full")
+        def failing_put(value, **_):  # type: ignore[no-untyped-def]
+            raise error
 
-        monkeypatch.setattr(ray, "put", full)
-        with pytest.raises(RuntimeError, match="object store full"):
+        monkeypatch.setattr(ray, "put", failing_put)
+        with pytest.raises(type(error)):
             plane.kv_batch_put(keys, "p", {"x": torch.zeros(2, 3)}, [{"status": "success"}] * 2)
         monkeypatch.undo()
         t0 = time.monotonic()
-        with pytest.raises(DataPlaneError, match=r"never stored.*RuntimeError: object store full"):
+        with pytest.raises(DataPlaneError, match=f"never stored.*{reason}"):
             plane.kv_batch_get(keys, "p", ["x"])
         assert time.monotonic() - t0 < 10  # answered, not waited out
         plane.kv_batch_put(keys, "p", {"x": torch.ones(2, 3)})  # and a retry repairs them
