@@ -40,6 +40,9 @@ def _run(rank: int, port: int, out_path: str) -> None:
         results[name] = (norm, _grads(model))
     if rank == 0:
         torch.save(results, out_path)
+    # Both ranks tear gloo down together: a rank that destroyed its group and exited while
+    # rank 0 was still saving aborted once ("terminate called without an active exception").
+    dist.barrier()
     dist.destroy_process_group()
 
 
