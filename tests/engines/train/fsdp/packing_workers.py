@@ -15,6 +15,7 @@ import torch
 
 from rlctl.config.recipe import Recipe
 from rlctl.engines.train.batch import ModelBatch
+from tests.engines.gloo_teardown import leave_process_group
 
 PAD = 0
 LAYOUTS = {
@@ -96,8 +97,12 @@ def _run(rank: int, world: int, port: int, out_path: str) -> None:
 
 
 def worker(rank: int, world: int, port: int, out_path: str) -> None:
+    ok = False
     try:
         _run(rank, world, port, out_path)
+        ok = True
     except BaseException:
         traceback.print_exc()
         raise
+    finally:
+        leave_process_group(ok=ok)

@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from rlctl.config.recipe import Recipe
+from tests.engines.gloo_teardown import leave_process_group
 from tests.engines.train.fsdp import fsdp_workers as fw  # the shared batch and losses
 
 HERE = Path(__file__).resolve().parent
@@ -126,15 +127,14 @@ def worker(rank: int, world: int, out_dir: str, layouts: dict[str, dict]) -> Non
     import cuda_shim
 
     cuda_shim.install()
+    ok = False
     try:
         for name, layout in layouts.items():
             os.makedirs(os.path.join(out_dir, name), exist_ok=True)
             _run(rank, world, os.path.join(out_dir, name), layout)
+        ok = True
     except BaseException:
         traceback.print_exc()
         raise
     finally:
-        import torch.distributed as dist
-
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        leave_process_group(ok=ok)
