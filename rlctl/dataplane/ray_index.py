@@ -287,8 +287,7 @@ class IndexActorClient:
     def _index_put(self, partition_id: str, keys: list[str], tags, box, names: list[str]) -> None:
         """Register ``keys``' fields ``names`` (block handle in ``box``) and a copy of their
         tags."""
-        tags = None if tags is None else [dict(t) for t in tags]
-        self._index_call("put", partition_id, keys, tags, box, names)
+        self._index_call("put", partition_id, keys, copied_tags(tags), box, names)
 
     def kv_list(self, partition_id: str) -> dict[str, dict[str, Any]]:
         self._check_open()
@@ -317,6 +316,11 @@ class IndexActorClient:
         # The actor may already be gone with its cluster (ray.shutdown before close).
         with contextlib.suppress(ValueError, ray.exceptions.RayError):
             ray.kill(self._index)
+
+
+def copied_tags(tags: Any) -> list[dict[str, Any]] | None:
+    """The tags a put sends: one plain dict per key (a copy, so later edits cannot leak in)."""
+    return None if tags is None else [dict(t) for t in tags]
 
 
 def _reply_or_error(send: Any, op: tuple[str, tuple[Any, ...]], what: str) -> Reply:

@@ -33,7 +33,13 @@ from rlctl.dataplane import columns
 from rlctl.dataplane.block_plane import BlockDataPlane
 from rlctl.dataplane.contract import DataPlaneError, Layout, describe_keys
 from rlctl.dataplane.options import RayOptions
-from rlctl.dataplane.ray_index import IndexActorClient, call, get_or_create, unwrap
+from rlctl.dataplane.ray_index import (
+    IndexActorClient,
+    call,
+    copied_tags,
+    get_or_create,
+    unwrap,
+)
 
 
 class RayDataPlane(IndexActorClient, BlockDataPlane):
@@ -80,8 +86,7 @@ class RayDataPlane(IndexActorClient, BlockDataPlane):
     def _put_through_store(self, partition_id: str, keys: list[str], tags, arrays) -> None:
         """Reserve the keys, copy the block into the object store meanwhile, commit its ref."""
         token = uuid.uuid4().hex
-        tags = None if tags is None else [dict(t) for t in tags]
-        reserve = ("reserve", (partition_id, keys, tags, token, list(arrays)))
+        reserve = ("reserve", (partition_id, keys, copied_tags(tags), token, list(arrays)))
         reserving = self._index.batch.remote([reserve], 0.0)
         box: list[Any] | None = None
         failure: str | None = "the writer was interrupted mid-put"

