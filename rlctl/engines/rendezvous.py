@@ -6,6 +6,11 @@ authentication: anyone who reaches the port can read and write the group's keys.
 here binds a socket to the given host itself (``127.0.0.1`` for every single-node group rlctl
 makes) and hands it to the store (``master_listen_fd``); other ranks connect as usual.
 
+A worker group that starts its ranks as separate processes asks rank 0 for the port first
+(:func:`hold_listener`): rank 0 binds it there and then and keeps the socket until its store
+takes it over, so no other process can take the port in the seconds before the ranks join (a
+port probed by the controller and bound later by rank 0 was taken by a Ray worker in CI).
+
 A multi-node group is an explicit choice: give the host the other nodes reach this one at
 (the store then listens on that one address). The wildcard is refused.
 """
@@ -66,12 +71,27 @@ def _listener(host: str, port: int) -> socket.socket:
     return sock
 
 
+_HELD: dict[tuple[str, int], socket.socket] = {}
+"""Listening sockets :func:`hold_listener` bound, by ``(host, port)``, until a store takes one."""
+
+
+def hold_listener(host: str) -> int:
+    """Bind and listen on a free port of ``host`` now; the master store of that port takes the
+    socket over later in this process (:func:`tcp_store`). Peers that connect before then wait
+    in the listen backlog. Returns the port."""
+    sock = _listener(host, 0)
+    port = int(sock.getsockname()[1])
+    _HELD[(host, port)] = sock
+    return port
+
+
 def tcp_store(host: str, port: int, world_size: int, *, is_master: bool, timeout: timedelta) -> Any:
     """A ``TCPStore`` for a group of ``world_size``; the master listens on ``host`` only."""
     import torch.distributed as dist
 
     if not is_master:
         return dist.TCPStore(host, port, world_size, False, timeout=timeout)
-    fd = _listener(host, port).detach()
+    held = _HELD.pop((host, port), None)
+    fd = (held if held is not None else _listener(host, port)).detach()
     # The store owns the descriptor from here on: it closes it, on failure too.
     return dist.TCPStore(host, port, world_size, True, timeout=timeout, master_listen_fd=fd)

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import socket
 from datetime import timedelta
 
 import psutil
 import pytest
 
 from rlctl.engines.distributed import free_port
-from rlctl.engines.rendezvous import is_loopback, keep_collectives_local, tcp_store
+from rlctl.engines.rendezvous import hold_listener, is_loopback, keep_collectives_local, tcp_store
 
 
 def _listening(pid: int) -> list[tuple[str, int]]:
@@ -25,6 +27,23 @@ def test_the_master_store_listens_on_the_given_address_only():
     assert mine == ["127.0.0.1"], mine  # torch's own store listens on "*" / "::"
     client = tcp_store("127.0.0.1", port, 1, is_master=False, timeout=timedelta(seconds=10))
     assert client.get("k") == b"v"
+
+
+def test_a_held_port_is_nobody_elses_until_the_store_takes_it_over():
+    # what rank 0 of a Ray worker group does before the other ranks learn the port
+    port = hold_listener("127.0.0.1")
+    assert _listening(os.getpid()).count(("127.0.0.1", port)) == 1
+    with socket.socket() as other, pytest.raises(OSError) as taken:
+        other.bind(("127.0.0.1", port))
+    assert taken.value.errno == errno.EADDRINUSE
+    # a peer that connects before the store exists waits in the backlog, then is served
+    early = socket.create_connection(("127.0.0.1", port), timeout=5)
+    store = tcp_store("127.0.0.1", port, 1, is_master=True, timeout=timedelta(seconds=10))
+    store.set("k", "v")
+    client = tcp_store("127.0.0.1", port, 1, is_master=False, timeout=timedelta(seconds=10))
+    assert client.get("k") == b"v"
+    assert _listening(os.getpid()).count(("127.0.0.1", port)) == 1  # the held socket, reused
+    early.close()
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", ""])

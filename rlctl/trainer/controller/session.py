@@ -114,14 +114,12 @@ class Session:
             # One thread per training rank: ranks run in parallel on a small box; rollout runs
             # while training ranks idle, so it may use every core.
             train_threads = max(cpus // ranks, 1)
-            port = free_port()
             self.train = RayWorkerGroup(
                 "train",
                 TrainingWorker,
                 [
                     {"loaded": self.loaded, "plane": self.plane, "roles": training_roles(recipe),
-                     "rank": r, "world_size": ranks, "master_port": port,
-                     "threads": train_threads}
+                     "rank": r, "world_size": ranks, "threads": train_threads}
                     for r in range(ranks)
                 ],
                 self.meter,

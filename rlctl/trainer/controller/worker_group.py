@@ -259,7 +259,9 @@ class RayWorkerGroup(WorkerGroup):
     """Workers as Ray actors, one per rank.
 
     Worker classes answer ``pid()`` (the liveness check); actors run up to four calls at once
-    on threads, so the check is answered while a phase runs.
+    on threads, so the check is answered while a phase runs. A class whose ranks form one
+    torch.distributed world answers ``rendezvous_port()`` on rank 0 (a port it has bound and
+    holds) and takes it as ``ready(master_port=...)`` on every rank.
     """
 
     def __init__(
@@ -288,8 +290,15 @@ class RayWorkerGroup(WorkerGroup):
             for kwargs in init_kwargs
         ]
         self.stopped: set[int] = set()  # ranks that failed a liveness check: not waited for again
+        # Ranks that form one torch.distributed world rendezvous at rank 0's port, which rank
+        # 0 binds and holds before the others learn it (a port probed here would be free only
+        # now: other processes could take it before rank 0 binds it).
+        joined: dict[str, Any] = {}
+        if len(self.actors) > 1 and hasattr(worker_cls, "rendezvous_port"):
+            joined["master_port"] = self.call_rank(0, worker_cls.rendezvous_port,
+                                                   timeout=start_timeout)
         # Surface constructor failures (import errors, bad options) now, with the rank.
-        self.call(worker_cls.ready, timeout=start_timeout)
+        self.call(worker_cls.ready, timeout=start_timeout, **joined)
         self.pids = list(self.call(worker_cls.pid, timeout=start_timeout))
 
     def submit(

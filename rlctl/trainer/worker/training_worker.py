@@ -60,7 +60,18 @@ class TrainingWorker:
         self.threads = threads
         self.engines: dict[str, ModelEngine] = {}
 
-    def ready(self) -> bool:
+    def rendezvous_port(self) -> int:
+        """Rank 0 of a multi-process world: the loopback port its rendezvous store will listen
+        on, bound now and held until :meth:`ready`
+        (:func:`rlctl.engines.rendezvous.hold_listener`). The worker group hands it to every
+        rank's :meth:`ready`."""
+        from rlctl.engines.rendezvous import hold_listener
+
+        return hold_listener("127.0.0.1")
+
+    def ready(self, master_port: int | None = None) -> bool:
+        """Build the engines (joining the ranks' process group); ``master_port``: rank 0's
+        :meth:`rendezvous_port`, else the one given at construction."""
         import torch
 
         from rlctl.engines.train.contract import ModelEngineSpec
@@ -69,6 +80,8 @@ class TrainingWorker:
         from rlctl.trainer.worker.actor_loss import build_critic_loss
         from rlctl.trainer.worker.device import pick_device
 
+        if master_port is not None:
+            self.master_port = master_port
         if self.threads:
             torch.set_num_threads(self.threads)
         # torch.distributed rendezvous on loopback, one process per rank.
