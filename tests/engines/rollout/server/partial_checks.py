@@ -159,7 +159,8 @@ class PartialRolloutChecks:
     state: Callable[[int], Mapping[str, Any]]
 
     @pytest.fixture(scope="class")
-    def reference(self, engine: Any) -> Reference:
+    @classmethod
+    def reference(cls, engine: Any) -> Reference:
         """The uninterrupted greedy responses on the checkpoint's weights (version 0)."""
         ref = uninterrupted(engine)
         print(f"\nuninterrupted batch: {ref.took_s:.1f} s")
