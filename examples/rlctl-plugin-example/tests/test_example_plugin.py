@@ -92,3 +92,17 @@ def test_validate_config_hook_reports_small_groups() -> None:
                     ["algorithm.group_size=2"], env={}, registry=registry)
     by_path = {p.path: p.message for p in err.value.problems}
     assert "at least 3" in by_path["algorithm.group_size"]
+
+
+def test_loading_the_plugin_module_imports_no_pydantic() -> None:
+    # rlctl loads this module for `rlctl --help` and `plugins list`: what it imports at load
+    # time every command pays (pydantic alone was ~150 ms of a 0.2 s `--help`).
+    import subprocess
+    import sys
+
+    probe = ("import sys, rlctl_plugin_example.plugin; "
+             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+             "('pydantic', 'pydantic_core', 'torch')))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=120, check=True).stdout.strip()
+    assert out == "[]", out

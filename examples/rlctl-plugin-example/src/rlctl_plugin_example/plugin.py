@@ -8,7 +8,6 @@ strings and imported only when a run selects them.
 from __future__ import annotations
 
 from rlctl.hookspecs import hookimpl
-from rlctl_plugin_example.options import MedianBaselineOptions, NumericClosenessOptions
 
 REWARD = "numeric_closeness"
 ESTIMATOR = "median_baseline"
@@ -16,6 +15,10 @@ ESTIMATOR = "median_baseline"
 
 @hookimpl
 def register_reward_functions(register) -> None:  # type: ignore[no-untyped-def]
+    # The option models are pydantic classes: imported when rlctl asks for registrations,
+    # not when it loads this module (`rlctl --help` loads it and imports no pydantic).
+    from rlctl_plugin_example.options import NumericClosenessOptions
+
     register(
         REWARD,
         "rlctl_plugin_example.rewards:numeric_closeness",
@@ -26,6 +29,8 @@ def register_reward_functions(register) -> None:  # type: ignore[no-untyped-def]
 
 @hookimpl
 def register_advantage_estimators(register) -> None:  # type: ignore[no-untyped-def]
+    from rlctl_plugin_example.options import MedianBaselineOptions
+
     register(
         ESTIMATOR,
         "rlctl_plugin_example.estimators:median_baseline_advantage",
