@@ -36,7 +36,8 @@ def test_a_held_port_is_nobody_elses_until_the_store_takes_it_over():
     with socket.socket() as other, pytest.raises(OSError) as taken:
         other.bind(("127.0.0.1", port))
     assert taken.value.errno == errno.EADDRINUSE
-    # a peer that connects before the store exists waits in the backlog, then is served
+    # a connection that arrives before the store exists waits in the backlog and does not
+    # keep the store from taking the socket over and serving the ranks
     early = socket.create_connection(("127.0.0.1", port), timeout=5)
     store = tcp_store("127.0.0.1", port, 1, is_master=True, timeout=timedelta(seconds=10))
     store.set("k", "v")
