@@ -217,7 +217,7 @@ def register_agent_loops(register: Callable[..., None]) -> None:
     ``target(spec: AgentLoopSpec) -> AgentLoop``, once per rollout worker: its ``async
     run(prompt, session_id, sampling, generate)`` turns one prompt session into one or more
     outputs, each with a ``loss_mask`` (1 = generated, 0 = observation); see
-    :mod:`rlctl.trainer.worker.agent_loop`. Optionally ``async run_batch(requests, sampling,
+    :mod:`rlctl.agents.contract`. Optionally ``async run_batch(requests, sampling,
     generate_many)``: every ``(prompt, session_id)`` of a rollout call at once, returning one
     output list (or the exception of that session) per request, in order; the worker then
     calls it instead of ``run`` (the single-turn loop does: one batched generate, no coroutine

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, model_validator
 
+from rlctl.agents.contract import PromptRecord
 from rlctl.agents.environment import StepResult
 from rlctl.config.strict import STRICT_CONFIG
-from rlctl.trainer.worker.agent_loop import PromptRecord
 
 
 class GuessDigitOptions(BaseModel):

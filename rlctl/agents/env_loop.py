@@ -20,12 +20,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, PositiveFloat, PositiveInt
 
+from rlctl.agents.contract import AgentLoopSpec, AgentOutput, GenerateFn, PromptRecord
 from rlctl.agents.environment import StepResult, maybe_await
 from rlctl.agents.observation import has_chat_template, observation_ids, text_ids
 from rlctl.agents.trajectory import Trajectory
 from rlctl.config.strict import STRICT_CONFIG
 from rlctl.engines.rollout.contract import SamplingParams
-from rlctl.trainer.worker.agent_loop import AgentLoopSpec, AgentOutput, GenerateFn, PromptRecord
 
 
 class EnvLoopOptions(BaseModel):

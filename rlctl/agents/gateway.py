@@ -26,11 +26,11 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from rlctl.agents.contract import AgentOutput, GenerateFn
 from rlctl.agents.observation import chat_delta_ids
 from rlctl.agents.tool_parsers import HermesToolParser
 from rlctl.agents.trajectory import Trajectory
 from rlctl.engines.rollout.contract import SamplingParams
-from rlctl.trainer.worker.agent_loop import AgentOutput, GenerateFn
 
 LOOPBACK = "127.0.0.1"
 

@@ -19,11 +19,11 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
+from rlctl.agents.contract import AgentLoopSpec, AgentOutput, GenerateFn, PromptRecord
 from rlctl.agents.gateway import Gateway
 from rlctl.agents.openai_options import OpenAIAgentOptions
 from rlctl.engines.rollout.contract import SamplingParams
 from rlctl.registry_targets import resolve
-from rlctl.trainer.worker.agent_loop import AgentLoopSpec, AgentOutput, GenerateFn, PromptRecord
 
 
 @dataclass(frozen=True)

@@ -23,11 +23,11 @@ from typing import Literal
 
 from pydantic import BaseModel, PositiveFloat, PositiveInt
 
+from rlctl.agents.contract import AgentLoopSpec, AgentOutput, GenerateFn, PromptRecord
 from rlctl.agents.tools import ToolContext, build_tools, run_call
 from rlctl.agents.trajectory import Trajectory
 from rlctl.config.strict import STRICT_CONFIG
 from rlctl.engines.rollout.contract import SamplingParams
-from rlctl.trainer.worker.agent_loop import AgentLoopSpec, AgentOutput, GenerateFn, PromptRecord
 
 DEFAULT_PARSER = "hermes"
 

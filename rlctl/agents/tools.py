@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from rlctl.trainer.worker.agent_loop import PromptRecord
+from rlctl.agents.contract import PromptRecord
 
 
 @dataclass

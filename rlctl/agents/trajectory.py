@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlctl.agents.contract import AgentOutput
 from rlctl.engines.rollout.contract import WeightSegment
-from rlctl.trainer.worker.agent_loop import AgentOutput
 
 
 @dataclass

@@ -52,7 +52,7 @@ def fail(message: str, *, code: int = EXIT_RUN_FAILURE, fix: str = "") -> NoRetu
 
 def load_or_exit(paths: Sequence[Path], overrides: Sequence[str] | None):  # type: ignore[no-untyped-def]
     """Load and validate a recipe; on problems print them all and exit 2 (no traceback)."""
-    from rlctl.config.checks import load_recipe
+    from rlctl.config.pipeline import load_recipe
     from rlctl.registry import get_registry
 
     # a plugin that failed to load may be why a name is unknown: say so up front

@@ -71,9 +71,9 @@ def migrate(
     unsupported (and why). Exit 2, writing nothing, when a setting cannot be migrated
     faithfully or a script variable is unset.
     """
-    from rlctl.config.migrate.report import render_report
-    from rlctl.config.migrate.run import Inputs
-    from rlctl.config.migrate.run import migrate as run_migration
+    from rlctl.migrate.report import render_report
+    from rlctl.migrate.run import Inputs
+    from rlctl.migrate.run import migrate as run_migration
 
     _refuse_existing(output, force)
     _refuse_existing(report, force)
@@ -134,10 +134,10 @@ def _command(inputs, output: Path) -> list[str]:  # type: ignore[no-untyped-def]
 
 def _render_and_validate(result, output: Path):  # type: ignore[no-untyped-def]
     """The recipe text and its derived numbers, or problems added to ``result``."""
-    from rlctl.config.checks import load_recipe
-    from rlctl.config.migrate.ledger import Problem
-    from rlctl.config.migrate.write import render_recipe
+    from rlctl.config.pipeline import load_recipe
     from rlctl.config.problems import ConfigError
+    from rlctl.migrate.ledger import Problem
+    from rlctl.migrate.write import render_recipe
 
     text = render_recipe(result.recipe, result.ledger.comments, out_name=str(output),
                          command=_command(result.inputs, output), summary=_summary(result))

@@ -75,8 +75,8 @@ def train(
     loaded = load_or_exit(recipes, overrides)
     _check_engine_env(loaded)
     try:
-        from rlctl.trainer.controller.entry import train_from_recipe
-        from rlctl.trainer.controller.preflight import preflight
+        from rlctl.run.entry import train_from_recipe
+        from rlctl.run.preflight import preflight
     except ImportError as exc:
         fail(f"training is not available: {exc}",
              fix='install the training extras: pip install -e ".[train]"')

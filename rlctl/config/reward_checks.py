@@ -1,7 +1,7 @@
 """Cross-field checks of DAPO's settings (``[algorithm.dynamic_sampling]``,
 ``[algorithm.overlong]``), of model rewards, of what streaming does not run with and of what
 partial rollouts need, run by
-:func:`rlctl.config.checks.load_recipe`.
+:func:`rlctl.config.pipeline.load_recipe`.
 
 Each problem names the TOML key, what is wrong and how to fix it, before any worker starts.
 """

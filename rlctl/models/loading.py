@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 TINY = "tiny"
 
 
-def _torch_dtype(name: str) -> torch.dtype:
+def torch_dtype(name: str) -> torch.dtype:
     import torch
 
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
@@ -61,7 +61,7 @@ def load_causal_lm(
 
     ``vocab_size`` only matters for ``tiny`` (defaults to the tiny tokenizer's size).
     """
-    dtype = _torch_dtype(model.dtype)
+    dtype = torch_dtype(model.dtype)
     if model.path == TINY:
         extra = {"vocab_size": vocab_size} if vocab_size else {}
         lm = build_tiny_model(model.tiny, seed, **extra)
@@ -89,4 +89,4 @@ def load_value_model(model: ModelSection, seed: int, *, path: str | None = None)
     trunk = lm.get_decoder() if hasattr(lm, "get_decoder") else lm.model
     from rlctl.models.value_model import ValueModel
 
-    return ValueModel(trunk, lm.config.hidden_size, _torch_dtype(model.dtype))
+    return ValueModel(trunk, lm.config.hidden_size, torch_dtype(model.dtype))

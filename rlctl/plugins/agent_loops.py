@@ -14,7 +14,7 @@ def register_agent_loops(register):
 
     register(
         "single_turn",
-        "rlctl.trainer.worker.agent_loop:SingleTurnAgentLoop",
+        "rlctl.agents.single_turn:SingleTurnAgentLoop",
         description="one generation per session (prompt in, response out)",
     )
     register(

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlctl.agents.contract import AgentLoopSpec, PromptRecord
 from rlctl.config.recipe import Recipe
 from rlctl.engines.rollout.contract import Generation, SamplingParams
 from rlctl.models.tiny import build_tiny_tokenizer
 from rlctl.registry import get_registry
-from rlctl.trainer.worker.agent_loop import AgentLoopSpec, PromptRecord
 
 TOK = build_tiny_tokenizer()
 
@@ -34,7 +34,7 @@ def recipe(**rollout: Any) -> Recipe:
 
 def build_loop(r: Recipe, tokenizer: Any = TOK) -> Any:
     """The recipe's agent loop as a rollout worker builds it (options validated at load)."""
-    from rlctl.config.checks import validate_recipe
+    from rlctl.config.pipeline import validate_recipe
     from rlctl.trainer.worker.rollout_worker import build_agent_loop
 
     return build_agent_loop(validate_recipe(r), get_registry(), tokenizer)

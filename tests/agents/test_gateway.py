@@ -8,12 +8,12 @@ import openai
 import pytest
 
 import tests.agents.agent_functions as fns
+from rlctl.agents.contract import PromptRecord
 from rlctl.agents.gateway import Gateway
 from rlctl.agents.observation import chat_delta_ids
 from rlctl.engines.rollout.contract import RolloutEngineSpec, SamplingParams
 from rlctl.engines.rollout.hf.engine import HFRolloutEngine
 from rlctl.models.loading import load_tokenizer
-from rlctl.trainer.worker.agent_loop import PromptRecord
 from tests.agents.agent_helpers import build_loop, recipe
 
 

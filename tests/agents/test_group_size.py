@@ -6,7 +6,7 @@ import types
 
 import pytest
 
-from rlctl.config.checks import validate_recipe
+from rlctl.config.pipeline import validate_recipe
 from rlctl.config.recipe import Recipe
 from rlctl.dataplane.memory import MemoryDataPlane
 from rlctl.dataplane.replay_buffer import ReplayBuffer

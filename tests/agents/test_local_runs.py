@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from rlctl.config.checks import validate_recipe
+from rlctl.config.pipeline import validate_recipe
 from rlctl.config.recipe import Recipe
-from rlctl.trainer.controller.entry import Run
+from rlctl.run.entry import Run
 
 
 def run(tmp_path: Path, **rollout) -> tuple[list[dict], Path]:

@@ -12,7 +12,8 @@ import types
 import pytest
 import torch
 
-from rlctl.config.checks import validate_recipe
+from rlctl.agents.contract import AgentOutput
+from rlctl.config.pipeline import validate_recipe
 from rlctl.config.recipe import Recipe
 from rlctl.dataplane.memory import MemoryDataPlane
 from rlctl.dataplane.replay_buffer import ReplayBuffer
@@ -21,7 +22,6 @@ from rlctl.hookspecs import hookimpl
 from rlctl.registry import build_registry, get_registry, set_registry
 from rlctl.trainer.controller.prompts import PromptFeeder
 from rlctl.trainer.worker.advantage_phase import run_advantage_phase
-from rlctl.trainer.worker.agent_loop import AgentOutput
 from rlctl.trainer.worker.rollout_worker import RolloutWorker
 from rlctl.trainer.worker.training_worker import TrainingWorker
 
@@ -239,7 +239,8 @@ def test_the_single_turn_batch_hands_a_failed_generate_to_every_session() -> Non
     failure, as the queued per-session requests were; one failing request only its own."""
     import asyncio
 
-    from rlctl.trainer.worker.agent_loop import PromptRecord, SingleTurnAgentLoop
+    from rlctl.agents.contract import PromptRecord
+    from rlctl.agents.single_turn import SingleTurnAgentLoop
 
     recs = [PromptRecord(uid=f"u{i}", prompt_ids=[1, 5 + i], ground_truth={}, data_source="t")
             for i in range(2)]

@@ -12,13 +12,13 @@ import asyncio
 
 import pytest
 
+from rlctl.agents.contract import PromptRecord
 from rlctl.config.recipe import Recipe
 from rlctl.engines.rollout.contract import RolloutEngineSpec, SamplingParams
 from rlctl.engines.rollout.server.engine_envs import built_env_python
 from rlctl.engines.train.batch import ModelBatch
 from rlctl.registry import get_registry
 from rlctl.testing.server_checkpoint import save_server_checkpoint, server_tiny_recipe
-from rlctl.trainer.worker.agent_loop import PromptRecord
 from tests.agents.agent_helpers import TOK, build_loop
 
 BACKENDS = [

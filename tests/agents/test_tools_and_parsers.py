@@ -128,7 +128,7 @@ def test_prompts_render_the_tool_schemas_through_the_chat_template(chat_model_di
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from rlctl.config.checks import validate_recipe
+    from rlctl.config.pipeline import validate_recipe
     from rlctl.config.recipe import Recipe
     from rlctl.dataplane.memory import MemoryDataPlane
     from rlctl.models.loading import load_tokenizer

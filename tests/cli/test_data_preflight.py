@@ -172,8 +172,8 @@ def test_the_fix_names_the_limit_to_raise(rlctl, setup) -> None:  # type: ignore
 
 
 def test_a_good_file_passes_every_check(setup) -> None:  # type: ignore[no-untyped-def]
-    from rlctl.config.checks import load_recipe
-    from rlctl.trainer.controller.preflight import preflight
+    from rlctl.config.pipeline import load_recipe
+    from rlctl.run.preflight import preflight
 
     recipe, out = setup
     args = recipe("good")

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from rlctl.checkpoint import CheckpointManager, TrainerState, save_config_snapshot
-from rlctl.config.checks import load_recipe
-from rlctl.trainer.controller.checkpointing import resolved_config
-from rlctl.trainer.controller.preflight import preflight
+from rlctl.config.pipeline import load_recipe
+from rlctl.run.checkpointing import resolved_config
+from rlctl.run.preflight import preflight
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
 

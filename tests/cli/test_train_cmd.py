@@ -77,7 +77,7 @@ def test_a_run_directory_in_use_is_refused_naming_the_holder(rlctl, tmp_path) ->
     run_dir = tmp_path / "small"
     run_dir.mkdir()
     code = ("import sys; from pathlib import Path; "
-            "from rlctl.trainer.controller.run_lock import RunLock; "
+            "from rlctl.run.run_lock import RunLock; "
             "RunLock.acquire(Path(sys.argv[1])); print('locked', flush=True); sys.stdin.read()")
     holder = subprocess.Popen([sys.executable, "-c", code, str(run_dir)], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True,

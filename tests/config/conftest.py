@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rlctl.config.checks import load_recipe
 from rlctl.config.loaded import LoadedRecipe
+from rlctl.config.pipeline import load_recipe
 from rlctl.config.problems import ConfigError, ConfigProblem
 from rlctl.registry import Registry, build_registry
 

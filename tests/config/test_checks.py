@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import pytest
 
-from rlctl.config.checks import load_recipe
 from rlctl.config.loaded import LoadedRecipe
+from rlctl.config.pipeline import load_recipe
 from rlctl.config.problems import ConfigError, ConfigProblem
 from rlctl.hookspecs import hookimpl
 from rlctl.registry import Registry, build_registry
@@ -69,7 +69,7 @@ def test_local_mode_runs_one_rank_and_derives_its_numbers_once(load) -> None:  #
 
 
 def test_plugin_options_are_validated_once_at_load(load, registry) -> None:  # type: ignore
-    from rlctl.config.checks import validate_recipe
+    from rlctl.config.pipeline import validate_recipe
     from rlctl.engines.train.fsdp.options import FSDPOptions
 
     loaded = load(BASE, overrides=['engines.train.options.mixed_precision="bf16"'])

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 from pydantic import BaseModel
 
-from rlctl.config.checks import load_recipe
+from rlctl.config.pipeline import load_recipe
 from rlctl.config.problems import ConfigError, ConfigProblem
 from rlctl.hookspecs import hookimpl
 from rlctl.registry import build_registry

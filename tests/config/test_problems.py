@@ -93,7 +93,7 @@ def test_section_given_as_a_value(problems: Problems) -> None:
 def test_missing_files_are_all_reported(problems: Problems, tmp_path) -> None:  # type: ignore[no-untyped-def]
     import pytest
 
-    from rlctl.config.checks import load_recipe
+    from rlctl.config.pipeline import load_recipe
     from rlctl.config.problems import ConfigError
 
     with pytest.raises(ConfigError) as err:

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from rlctl.config.checks import load_recipe
 from rlctl.config.loading import validate_sections
 from rlctl.config.merge import merge_layers
+from rlctl.config.pipeline import load_recipe
 from rlctl.config.problems import ConfigError
 from rlctl.config.sources import MAX_RECIPE_BYTES, MAX_RECIPE_KEYS, Layer, count_keys
 from tests.config.config_helpers import BASE

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rlctl.config.checks import load_recipe
+from rlctl.config.pipeline import load_recipe
 from rlctl.config.recipe import Recipe
 from rlctl.registry import Registry
 from tests.config.config_helpers import RECIPES

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rlctl.hookspecs import PLUGIN_KINDS, hookimpl
 from rlctl.registry import BUILTIN_MODULES, KINDS, build_registry
-from rlctl.trainer.controller.lifecycle import LifecycleHooks
+from rlctl.run.lifecycle import LifecycleHooks
 
 
 class _Recorder:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rlctl.config.checks import load_recipe
+from rlctl.config.pipeline import load_recipe
 from rlctl.config.problems import ConfigError
 from rlctl.registry import RegistryError, TargetError, build_registry
 from rlctl.registry_targets import static_problem

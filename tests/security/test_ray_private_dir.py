@@ -16,13 +16,13 @@ import time
 
 import pytest
 
-from rlctl.trainer.controller import ray_dirs
-from rlctl.trainer.controller.ray_dirs import (
+from rlctl.run.ray_dirs import (
     RayDirError,
     clean_stale_runs,
     new_run_dir,
     private_base,
 )
+from rlctl.run import ray_dirs
 
 
 def test_the_base_is_private_and_tightened_when_too_open(tmp_path):
@@ -102,7 +102,7 @@ else:
 PRIVATE_CLUSTER = """
 import os, stat, subprocess, sys
 import ray
-from rlctl.trainer.controller.runtime import start_ray, stop_ray
+from rlctl.run.runtime import start_ray, stop_ray
 
 JOIN = sys.argv[1]
 os.environ.pop("RAY_AUTH_MODE", None)

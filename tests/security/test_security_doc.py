@@ -26,7 +26,7 @@ def test_the_names_it_uses_exist():
     named = [v for v in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONWARNINGS",
                          "PYTHONBREAKPOINT", "BASH_ENV") if f"`{v}`" in text]
     assert named and set(named) <= LOADER_ENV
-    assert "rlctl-ray-<uid>" in text and "rlctl/trainer/controller/ray_address.py" in text
+    assert "rlctl-ray-<uid>" in text and "rlctl/run/ray_address.py" in text
 
 
 def test_the_trainer_page_states_the_bounds_the_code_has():

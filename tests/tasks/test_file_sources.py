@@ -96,7 +96,7 @@ def test_missing_file_and_plain_directory(tmp_path):
 
 
 def test_config_validate_refuses_an_unreadable_format():
-    from rlctl.config.checks import load_recipe
+    from rlctl.config.pipeline import load_recipe
     from rlctl.config.problems import ConfigError
 
     with pytest.raises(ConfigError) as err:

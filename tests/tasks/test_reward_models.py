@@ -8,7 +8,7 @@ import asyncio
 import pytest
 import torch
 
-from rlctl.config.checks import validate_recipe
+from rlctl.config.pipeline import validate_recipe
 from rlctl.config.recipe import Recipe, RewardSection, TinyModelSection
 from rlctl.models.tiny import EOS_ID, build_tiny_reward_model, build_tiny_tokenizer
 from rlctl.plugin_errors import PluginCallError
@@ -114,7 +114,7 @@ def test_judge_asks_the_rollout_engine(tmp_path) -> None:  # type: ignore[no-unt
     """The judge's question goes through the rollout worker's engine: the reply is the
     engine's greedy answer to the filled-in template, and the score is parsed from it."""
     from rlctl.dataplane import open_data_plane
-    from rlctl.trainer.worker.rollout_worker import RolloutWorker, _StepRollout
+    from rlctl.trainer.worker.rollout_worker import RolloutWorker, StepRollout
 
     options = {"template": "{prompt}{response}=", "pattern": r"\d", "scale": 1.0,
                "max_new_tokens": 4, "default": -1.0}
@@ -128,7 +128,7 @@ def test_judge_asks_the_rollout_engine(tmp_path) -> None:  # type: ignore[no-unt
     worker.ready()
     sample = _samples([(4, 2)])[0]
     judge = worker.judges.terms[0].fn
-    step = _StepRollout(worker, "train", 0, None)  # type: ignore[arg-type]
+    step = StepRollout(worker, "train", 0, None)  # type: ignore[arg-type]
     result = asyncio.run(worker.judges.judge(sample, step._ask))
 
     tok = worker.tokenizer

@@ -65,8 +65,8 @@ def read_metrics_fixture():
 @pytest.fixture
 def run():
     """``run(recipe)``: train it in this process (the recipe says local mode); its metric rows."""
-    from rlctl.config.checks import validate_recipe
-    from rlctl.trainer.controller.entry import Run
+    from rlctl.config.pipeline import validate_recipe
+    from rlctl.run.entry import Run
 
     def _run(recipe: Recipe) -> list[dict[str, Any]]:
         Run(validate_recipe(recipe), quiet=True).execute()

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from rlctl.config.checks import validate_recipe
+from rlctl.config.pipeline import validate_recipe
 from rlctl.config.recipe import TinyModelSection
+from rlctl.run.entry import Run
 from rlctl.trainer.controller.dynamic_sampling import DynamicSamplingExhausted
-from rlctl.trainer.controller.entry import Run
 
 PROMPTS, N = 8, 8
 

@@ -11,14 +11,14 @@ import pytest
 
 from rlctl.hookspecs import hookimpl
 from rlctl.registry import build_registry, set_registry
-from rlctl.trainer.controller.entry import train_from_recipe
+from rlctl.run.entry import train_from_recipe
 
 
 class FlakyLoop:
     """Session 1 of every prompt raises; the others answer normally."""
 
     def __init__(self, options=None):
-        from rlctl.trainer.worker.agent_loop import SingleTurnAgentLoop
+        from rlctl.agents.single_turn import SingleTurnAgentLoop
 
         self.inner = SingleTurnAgentLoop()
 

@@ -6,7 +6,7 @@ and a request that differs takes it back (keys cleared, source rewound).
 
 from __future__ import annotations
 
-from rlctl.config.checks import validate_recipe
+from rlctl.config.pipeline import validate_recipe
 from rlctl.config.recipe import Recipe
 from rlctl.dataplane.memory import MemoryDataPlane
 from rlctl.models.tiny import build_tiny_tokenizer

@@ -6,7 +6,7 @@ import pytest
 
 from rlctl.hookspecs import hookimpl
 from rlctl.registry import build_registry, reset_registry, set_registry
-from rlctl.trainer.controller.entry import train_from_recipe
+from rlctl.run.entry import train_from_recipe
 from tests.trainer.metric_rows import deterministic
 
 VERL_NAMES = [

@@ -14,7 +14,7 @@ import pytest
 from rlctl.config.recipe import ScheduleSection
 from rlctl.hookspecs import hookimpl
 from rlctl.registry import build_registry, set_registry
-from rlctl.trainer.controller.entry import train_from_recipe
+from rlctl.run.entry import train_from_recipe
 from rlctl.trainer.controller.local_bound import PhaseTimeout, bounded
 from rlctl.trainer.controller.worker_group import LocalWorkerGroup, TrafficMeter, WorkerError
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from rlctl.config.checks import validate_recipe
+from rlctl.config.pipeline import validate_recipe
 from rlctl.hookspecs import hookimpl
 from rlctl.registry import build_registry, set_registry
-from rlctl.trainer.controller.entry import Run, train_from_recipe
+from rlctl.run.entry import Run, train_from_recipe
 
 
 def _stream(k: int, on_stale: str = "wait", **extra) -> dict:
@@ -83,7 +83,7 @@ class OneSessionHangs:
     seen = 0
 
     def __init__(self, options=None):
-        from rlctl.trainer.worker.agent_loop import SingleTurnAgentLoop
+        from rlctl.agents.single_turn import SingleTurnAgentLoop
 
         self.inner = SingleTurnAgentLoop()
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlctl.config.checks import validate_recipe
+from rlctl.config.pipeline import validate_recipe
 from rlctl.config.problems import ConfigError
 from rlctl.config.recipe import Recipe
 from rlctl.engines.rollout.contract import RolloutEngineSpec

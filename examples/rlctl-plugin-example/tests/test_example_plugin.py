@@ -9,7 +9,7 @@ import torch
 from rlctl_plugin_example.estimators import median_baseline_advantage
 from rlctl_plugin_example.rewards import numeric_closeness
 
-from rlctl.config.checks import load_recipe
+from rlctl.config.pipeline import load_recipe
 from rlctl.config.problems import ConfigError
 from rlctl.registry import build_registry
 from rlctl.rewards.base import RewardInput

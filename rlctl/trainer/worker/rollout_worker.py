@@ -16,13 +16,13 @@ import threading
 import time
 from typing import Any, ClassVar
 
+from rlctl.agents.contract import AgentLoopSpec, PromptRecord, SamplingParams
 from rlctl.config.loaded import LoadedRecipe
 from rlctl.protocol.kv import KVBatchMeta
 from rlctl.protocol.refs import resolve
 from rlctl.trainer.startup_heap import freeze_startup_heap
-from rlctl.trainer.worker.agent_loop import AgentLoopSpec, PromptRecord, SamplingParams
 from rlctl.trainer.worker.fields import non_tensor_column, rows
-from rlctl.trainer.worker.step_rollout import _StepRollout
+from rlctl.trainer.worker.step_rollout import StepRollout
 
 # A session is bounded by schedule.sample_timeout_s; the calls that run sessions (and the
 # controller's wait for their samples) by that plus this, so an overdue session is reported
@@ -142,7 +142,7 @@ class RolloutWorker:
         n_per_prompt = [int(tags.get("n", group_size)) for tags in prompts.tags]
         # The actor itself stays synchronous (Ray would otherwise run it as an async actor);
         # one event loop per call drives the sessions concurrently so the engine batches them.
-        step = _StepRollout(self, partition, global_step, sampling)
+        step = StepRollout(self, partition, global_step, sampling)
         bound = generate_bound(self.recipe)
         if not self._generating.acquire(timeout=bound):
             raise TimeoutError(f"step {global_step}: the previous generate call of this rollout "

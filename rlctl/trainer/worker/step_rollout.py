@@ -14,8 +14,8 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
+from rlctl.agents.contract import AgentOutput, PromptRecord, SamplingParams
 from rlctl.protocol.kv import make_key
-from rlctl.trainer.worker.agent_loop import AgentOutput, PromptRecord, SamplingParams
 from rlctl.trainer.worker.fields import from_rows
 
 
@@ -30,7 +30,7 @@ class _Scored:
     parts: dict[str, float]
 
 
-class _StepRollout:
+class StepRollout:
     """The sessions of one ``generate`` call, run concurrently on one event loop."""
 
     def __init__(

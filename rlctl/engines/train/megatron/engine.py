@@ -58,7 +58,7 @@ from rlctl.engines.train.megatron.model import (
 from rlctl.engines.train.megatron.options import MegatronOptions
 from rlctl.engines.train.megatron.parallel import grad_norm, init_model_parallel, unwrap
 from rlctl.engines.train.metrics import plain, reduce_micro_batches
-from rlctl.models.loading import _torch_dtype, load_causal_lm, load_tokenizer, load_value_model
+from rlctl.models.loading import load_causal_lm, load_tokenizer, load_value_model, torch_dtype
 
 
 class MegatronEngine:
@@ -96,7 +96,7 @@ class MegatronEngine:
             hf_model = load_causal_lm(recipe.model, seed)
             self.hf_config = hf_model.config
         self.shape = DenseShape.from_hf(self.hf_config, opts.tensor_parallel)
-        dtype = _torch_dtype(recipe.model.dtype)
+        dtype = torch_dtype(recipe.model.dtype)
         # [model] gradient_checkpointing means full recomputation unless the options say more.
         recompute = opts.recompute_granularity or (
             "full" if recipe.model.gradient_checkpointing and spec.role != "ref" else None)

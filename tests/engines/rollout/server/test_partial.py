@@ -10,6 +10,7 @@ import asyncio
 
 import pytest
 
+from rlctl.agents.contract import AgentOutput, partial_fields
 from rlctl.agents.trajectory import Trajectory
 from rlctl.engines.rollout.contract import Generation, SamplingParams, WeightSegment
 from rlctl.engines.rollout.server.partial import (
@@ -21,7 +22,6 @@ from rlctl.engines.rollout.server.partial import (
 )
 from rlctl.protocol.kv import KVBatchMeta
 from rlctl.trainer.controller.streaming import partial_metrics
-from rlctl.trainer.worker.agent_loop import AgentOutput, partial_fields
 
 PROMPT = [1, 5, 6]
 

@@ -117,7 +117,7 @@ def test_layout_gives_the_padded_log_probs_values_and_gradients(layouts, layout)
 
 
 def test_a_budget_below_the_longest_sample_is_a_recipe_problem() -> None:
-    from rlctl.config.checks import validate_recipe
+    from rlctl.config.pipeline import validate_recipe
     from rlctl.config.problems import ConfigError
     from rlctl.config.recipe import Recipe
 

@@ -120,7 +120,7 @@ def _resolve(
 def _compat_problems(recipe: Recipe, checkpoint: Path) -> list[ConfigProblem]:
     from rlctl.checkpoint import CheckpointDamaged, diff_configs, load_config_snapshot
     from rlctl.checkpoint.config_compat import lookup
-    from rlctl.trainer.controller.checkpointing import resolved_config
+    from rlctl.run.checkpointing import resolved_config
 
     try:
         saved = load_config_snapshot(checkpoint)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from rlctl.config.migrate.verl_config import VerlConfig
+from rlctl.migrate.verl_config import VerlConfig
 
 Fate = Literal["mapped", "dropped", "ignored", "error"]
 FATES: tuple[Fate, ...] = ("mapped", "dropped", "ignored", "error")

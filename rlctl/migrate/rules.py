@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any, Literal
 
-from rlctl.config.migrate.ledger import Ledger
+from rlctl.migrate.ledger import Ledger
 
 
 @dataclass(frozen=True)

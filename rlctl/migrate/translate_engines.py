@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from rlctl.config.migrate.ledger import Ledger
-from rlctl.config.migrate.translate_optim import critic_enabled
+from rlctl.migrate.ledger import Ledger
+from rlctl.migrate.translate_optim import critic_enabled
 
 A = "actor_rollout_ref.actor"
 R = "actor_rollout_ref.rollout"
@@ -333,7 +333,7 @@ def _rewards(lg: Ledger, rewards: list[str], known: list[str],
 
 
 def _problem(key: str, message: str, fix: str):  # type: ignore[no-untyped-def]
-    from rlctl.config.migrate.ledger import Problem
+    from rlctl.migrate.ledger import Problem
 
     return Problem(key, message, fix)
 

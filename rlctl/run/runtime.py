@@ -1,12 +1,12 @@
 """Starting and stopping Ray for a run, bound to loopback unless a cluster address is given.
 
 A cluster rlctl starts itself listens on 127.0.0.1 only, keeps its files in a private
-per-user, per-run directory (:mod:`rlctl.trainer.controller.ray_dirs`; stale ones of ended runs are
+per-user, per-run directory (:mod:`rlctl.run.ray_dirs`; stale ones of ended runs are
 removed first) and requires Ray's token authentication: a random token, written 0600 into
 that directory and found by every Ray process through ``RAY_AUTH_TOKEN_PATH``, so another
 local user cannot join the cluster and run code in it. ``RAY_AUTH_MODE=disabled`` in the
 environment opts out. Joining ``resources.address`` is checked first
-(:mod:`rlctl.trainer.controller.ray_address`): a dead address fails in seconds, naming it.
+(:mod:`rlctl.run.ray_address`): a dead address fails in seconds, naming it.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import secrets
 
-from rlctl.trainer.controller.ray_dirs import RunDir
+from rlctl.run.ray_dirs import RunDir
 
 # Environment every process of a run needs on a CPU box. Set before Ray starts so that the
 # raylet, the workers and transferqueue's ZMQ sockets inherit it.
@@ -52,12 +52,12 @@ def start_ray(*, address: str | None, num_cpus: int | None) -> bool:
     if ray.is_initialized():
         return False
     if address:
-        from rlctl.trainer.controller.ray_address import check_cluster_address
+        from rlctl.run.ray_address import check_cluster_address
 
         check_cluster_address(address)
         ray.init(address=address, log_to_driver=True)
         return True
-    from rlctl.trainer.controller.ray_dirs import clean_stale_runs, new_run_dir, private_base
+    from rlctl.run.ray_dirs import clean_stale_runs, new_run_dir, private_base
 
     base = private_base()
     clean_stale_runs(base)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlctl.config.migrate.shell import ScriptError, read_script
+from rlctl.migrate.shell import ScriptError, read_script
 
 SCRIPT = r"""#!/bin/bash
 set -x

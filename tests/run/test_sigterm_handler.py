@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from rlctl.trainer.controller.signals import StopOnSigterm, Terminated
+from rlctl.run.signals import StopOnSigterm, Terminated
 
 
 def _asyncio_errors(caplog) -> list[str]:

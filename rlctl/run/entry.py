@@ -2,7 +2,7 @@
 
 The run directory ``<output_dir>/<name>/`` holds the resolved config (``config.toml``),
 plugin versions and git revision (``run_info.json``) and ``metrics.jsonl``. A run locks it
-and changes nothing in it until the run is known to start (:mod:`rlctl.trainer.controller.run_dir`).
+and changes nothing in it until the run is known to start (:mod:`rlctl.run.run_dir`).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ def train_from_recipe(
 ) -> int:
     """Run training; returns the process exit code (0 ok, 1 run failure).
 
-    ``loaded`` comes from :func:`rlctl.config.checks.load_recipe` (``--local`` is already in
+    ``loaded`` comes from :func:`rlctl.config.pipeline.load_recipe` (``--local`` is already in
     it: ``resources.mode = "local"`` with one rank per role); a :class:`Recipe` built in code
-    is validated with :func:`rlctl.config.checks.validate_recipe` first. ``resume``: ``True``
+    is validated with :func:`rlctl.config.pipeline.validate_recipe` first. ``resume``: ``True``
     or ``"latest"`` resumes from the run's latest checkpoint, a path from that checkpoint;
     ``force_resume`` accepts a config that differs in the math.
     """
@@ -38,12 +38,12 @@ def train_from_recipe(
 
     err = Console(stderr=True, soft_wrap=True)  # error text must stay greppable: no wrapping
     if isinstance(loaded, Recipe):
-        from rlctl.config.checks import validate_recipe
+        from rlctl.config.pipeline import validate_recipe
 
         loaded = validate_recipe(loaded)
-    from rlctl.trainer.controller.run_dir import RunDirError
-    from rlctl.trainer.controller.run_lock import RunLockedError
-    from rlctl.trainer.controller.signals import EXIT_TERMINATED, StopOnSigterm, Terminated
+    from rlctl.run.run_dir import RunDirError
+    from rlctl.run.run_lock import RunLockedError
+    from rlctl.run.signals import EXIT_TERMINATED, StopOnSigterm, Terminated
 
     # Messages hold user text (paths, TOML keys like "[data]"): escape it, or rich reads it
     # as markup, drops it, or fails on a "[/x]" with an error that hides the real one.
@@ -129,7 +129,7 @@ class Run:
         atomic_write_text(self.run_dir / "run_info.json", json.dumps(info, indent=2))
 
     def execute(self) -> None:
-        from rlctl.trainer.controller.run_dir import RunDirectory
+        from rlctl.run.run_dir import RunDirectory
 
         # Locked and checked before any worker starts; untouched until the run starts.
         with RunDirectory(self.run_dir, resume=self.continues_this_run) as claim:
@@ -139,11 +139,11 @@ class Run:
 
     def _execute(self, claim: Any) -> None:
         from rlctl.registry import get_registry
+        from rlctl.run.checkpointing import RunCheckpoints
+        from rlctl.run.lifecycle import LifecycleHooks
+        from rlctl.run.progress import StepProgress
+        from rlctl.run.session import Session
         from rlctl.sinks.logger import MetricLogger
-        from rlctl.trainer.controller.checkpointing import RunCheckpoints
-        from rlctl.trainer.controller.lifecycle import LifecycleHooks
-        from rlctl.trainer.controller.progress import StepProgress
-        from rlctl.trainer.controller.session import Session
 
         hooks = LifecycleHooks(get_registry())
         schedule = self.recipe.schedule

@@ -70,8 +70,8 @@ class Session:
         from rlctl.models.loading import load_tokenizer
         from rlctl.ports import free_port
         from rlctl.registry import get_registry
+        from rlctl.run.runtime import apply_loopback_env, start_ray, stop_ray
         from rlctl.trainer.controller.prompts import PromptFeeder
-        from rlctl.trainer.controller.runtime import apply_loopback_env, start_ray, stop_ray
         from rlctl.trainer.controller.trainer import Trainer
 
         recipe = self.recipe
@@ -85,7 +85,7 @@ class Session:
         ):
             self.stack.callback(stop_ray)
         if needs_ray:
-            from rlctl.trainer.controller.signals import reinstall
+            from rlctl.run.signals import reinstall
 
             reinstall()  # ray.init took SIGTERM over (stack dump + abort): a run stops cleanly
 

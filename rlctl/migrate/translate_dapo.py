@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlctl.config.migrate.ledger import Ledger
+from rlctl.migrate.ledger import Ledger
 
 FG = "algorithm.filter_groups"
 KW = "reward_model.reward_kwargs"

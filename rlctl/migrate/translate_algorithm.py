@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlctl.config.migrate.ledger import Ledger
+from rlctl.migrate.ledger import Ledger
 
 A = "actor_rollout_ref.actor"
 R = "actor_rollout_ref.rollout"

@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 
 from rlctl.checkpoint import EXPORT_MARKER
-from rlctl.trainer.controller.run_dir import RunDirectory, RunDirError
-from rlctl.trainer.controller.run_lock import LOCK_FILE, RunLock, RunLockedError
+from rlctl.run.run_dir import RunDirectory, RunDirError
+from rlctl.run.run_lock import LOCK_FILE, RunLock, RunLockedError
 
 ROOT = Path(__file__).resolve().parents[2]
 # Holds the lock of argv[1] until its stdin closes (or it is killed).
 HOLDER = (
     "import sys; from pathlib import Path; "
-    "from rlctl.trainer.controller.run_lock import RunLock; "
+    "from rlctl.run.run_lock import RunLock; "
     "lock = RunLock.acquire(Path(sys.argv[1])); print('locked', flush=True); sys.stdin.read(); "
     "lock.release()"
 )
@@ -149,8 +149,8 @@ def test_a_run_dir_that_is_a_file_or_an_hf_dir_of_the_user_is_refused(tmp_path) 
 
 
 def test_only_a_resume_from_this_runs_own_checkpoints_continues_its_directory(make_recipe) -> None:
-    from rlctl.config.checks import validate_recipe
-    from rlctl.trainer.controller.entry import Run
+    from rlctl.config.pipeline import validate_recipe
+    from rlctl.run.entry import Run
 
     recipe = make_recipe()
     loaded = validate_recipe(recipe)

@@ -7,17 +7,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlctl.config.migrate.ledger import Ledger, Problem
-from rlctl.config.migrate.shell import ScriptCall, ScriptError, read_script
-from rlctl.config.migrate.translate_algorithm import (
+from rlctl.migrate.ledger import Ledger, Problem
+from rlctl.migrate.shell import ScriptCall, ScriptError, read_script
+from rlctl.migrate.translate_algorithm import (
     VerlBatch,
     translate_batch,
     translate_estimator,
     translate_kl,
     translate_loss,
 )
-from rlctl.config.migrate.translate_dapo import translate_dynamic_sampling, translate_reward_manager
-from rlctl.config.migrate.translate_engines import (
+from rlctl.migrate.translate_dapo import translate_dynamic_sampling, translate_reward_manager
+from rlctl.migrate.translate_engines import (
     log_prob_micro,
     total_steps,
     translate_data,
@@ -27,9 +27,9 @@ from rlctl.config.migrate.translate_engines import (
     translate_run,
     translate_schedule,
 )
-from rlctl.config.migrate.translate_optim import put_optim, read_optim, translate_critic
-from rlctl.config.migrate.translate_reward_model import translate_reward_model
-from rlctl.config.migrate.verl_config import Override, VerlConfigError, load_verl_config
+from rlctl.migrate.translate_optim import put_optim, read_optim, translate_critic
+from rlctl.migrate.translate_reward_model import translate_reward_model
+from rlctl.migrate.verl_config import Override, VerlConfigError, load_verl_config
 
 
 @dataclass
@@ -148,7 +148,7 @@ def migrate(inputs: Inputs) -> Migration:
     translate_dynamic_sampling(lg, list(inputs.rewards), reward_model is not None)
     translate_schedule(lg, steps)
     translate_run(lg, layout.backend if layout else None)
-    from rlctl.config.migrate.rules import apply_rules
+    from rlctl.migrate.rules import apply_rules
 
     apply_rules(lg)
     migration.problems += lg.problems

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlctl.config.migrate.ledger import Ledger
+from rlctl.migrate.ledger import Ledger
 
 RM = "reward_model"
 LAYOUT = "placement of verl's reward-model workers: rlctl's run in [engines.reward]"

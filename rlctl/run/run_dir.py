@@ -1,7 +1,7 @@
 """A run's claim on its directory: locked, checked, and untouched until the run starts.
 
 :class:`RunDirectory` is entered before any worker starts. It takes the directory's lock
-(:mod:`rlctl.trainer.controller.run_lock`) and refuses a directory the run would damage:
+(:mod:`rlctl.run.run_lock`) and refuses a directory the run would damage:
 
 - a fresh run (no ``--resume``, or resuming another directory's checkpoint) into a directory
   that holds a previous run's results: its metrics would be replaced and its checkpoints
@@ -21,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Self
 
-from rlctl.trainer.controller.run_lock import LOCK_FILE, RunLock, describe
+from rlctl.run.run_lock import LOCK_FILE, RunLock, describe
 
 # What a run that never logged a step leaves behind: written over by the next fresh run.
 RESTARTABLE = frozenset({"config.toml", "run_info.json"})

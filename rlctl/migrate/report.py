@@ -11,8 +11,8 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from rlctl.config.migrate.ledger import Entry
-from rlctl.config.migrate.run import Migration
+from rlctl.migrate.ledger import Entry
+from rlctl.migrate.run import Migration
 
 _SHOWN = 60  # longest value shown in full
 

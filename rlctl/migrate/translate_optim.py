@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlctl.config.migrate.ledger import Ledger
+from rlctl.migrate.ledger import Ledger
 
 A = "actor_rollout_ref.actor"
 # Megatron optimizer overrides that only move state between devices or change kernels

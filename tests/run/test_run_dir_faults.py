@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from rlctl.trainer.controller.entry import train_from_recipe
-from rlctl.trainer.controller.run_lock import LOCK_FILE
+from rlctl.run.entry import train_from_recipe
+from rlctl.run.run_lock import LOCK_FILE
 
 ROOT = Path(__file__).resolve().parents[2]
 
