@@ -48,7 +48,9 @@ if TYPE_CHECKING:
 
     import typer
 
-    from rlctl.config.recipe import Recipe
+# The validated recipe, :class:`rlctl.config.recipe.Recipe`: named, not imported, because
+# rlctl.config reads the kinds declared here and the layers only import downwards.
+Recipe = Any
 
 PROJECT = "rlctl"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -73,6 +75,10 @@ class PluginKind:
     options: str | None = None
     """Key path of the selected name's options table (``[]`` as in :attr:`select`, ``{name}``
     the selected name); ``None`` where the recipe gives this kind no options."""
+    contract: str | None = None
+    """``"module:Protocol"``: what the object a target builds from its options must offer,
+    checked when a recipe selecting it loads (:mod:`rlctl.plugin_contracts`); ``None``: the
+    kind's objects are checked where they are built."""
 
 
 PLUGIN_KINDS: dict[str, PluginKind] = {}
@@ -80,10 +86,11 @@ PLUGIN_KINDS: dict[str, PluginKind] = {}
 
 
 def _kind(
-    name: str, *, builtin: str, select: str, options: str | None = None
+    name: str, *, builtin: str, select: str, options: str | None = None,
+    contract: str | None = None,
 ) -> Callable[[_Spec], _Spec]:
     def declare(spec: _Spec) -> _Spec:
-        PLUGIN_KINDS[name] = PluginKind(name, spec.__name__, builtin, select, options)
+        PLUGIN_KINDS[name] = PluginKind(name, spec.__name__, builtin, select, options, contract)
         return spec
 
     return declare
@@ -229,16 +236,20 @@ def register_agent_loops(register: Callable[..., None]) -> None:
 
 
 @_kind("staleness_policy", builtin="rlctl.plugins.staleness_policies",
-       select="algorithm.staleness.policy", options="algorithm.staleness.options")
+       select="algorithm.staleness.policy", options="algorithm.staleness.options",
+       contract="rlctl.algorithms.staleness:StalenessPolicyContract")
 @hookspec
 def register_staleness_policies(register: Callable[..., None]) -> None:
     """Register staleness policies (``[algorithm.staleness] policy = NAME``).
 
-    ``target(options) -> StalenessPolicy`` (:class:`rlctl.algorithms.staleness.StalenessPolicy`:
-    ``admit(dispatch_step, policy_version)``, ``evict(groups, policy_version)``,
-    ``select(groups, count)``, ``lookahead`` and ``max_staleness``; ``state_dict()`` /
-    ``load_state_dict(state)`` keep JSON-able state across a checkpoint); ``options``: the
-    validated option model instance, ``None`` when it registered none. Metadata: none required.
+    ``target(options) -> policy`` meeting
+    :class:`rlctl.algorithms.staleness.StalenessPolicyContract` (``lookahead``,
+    ``max_staleness``, ``admit(dispatch_step, policy_version)``, ``evict(groups,
+    policy_version)``, ``select(groups, count)``, ``state_dict()`` /
+    ``load_state_dict(state)``): a plain class with those members, or a subclass of
+    :class:`rlctl.algorithms.staleness.StalenessPolicy` for its defaults. ``options``: the
+    validated option model instance, ``None`` when it registered none. The policy is built and
+    checked when a recipe selecting it loads. Metadata: none required.
     """
 
 

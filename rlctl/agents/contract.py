@@ -3,8 +3,9 @@
 A session is one of the ``n`` samples of a prompt (``session_id`` in [0, n)). A loop may
 emit several outputs per session (multi-turn tools, critiques...), numbered by ``index``;
 each output lands in the data plane under ``{uid}_{session_id}_{index}``.
-The built-in ``single_turn`` loop makes one generation call and emits one output; the
-multi-turn loops (``tool``, ``env``, ``openai_agent``) live in :mod:`rlctl.agents`.
+The built-in ``single_turn`` loop (:mod:`rlctl.agents.single_turn`) makes one generation call
+and emits one output; the multi-turn loops are ``tool``, ``env`` and ``openai_agent``. Every
+loop subclasses :class:`AgentLoop`.
 
 Token in, token out: an output's ``response_ids`` are the engine's own token ids of every
 turn plus the token ids of each observation between turns, in order, never re-rendered;
@@ -13,17 +14,19 @@ turn plus the token ids of each observation between turns, in order, never re-re
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
 
-from rlctl.config.plugin_options import OptionsSpec, options_or_validated
+from rlctl.config.plugin_options import OptionsSpec
 from rlctl.engines.rollout.contract import SamplingParams
 
 if TYPE_CHECKING:
-    from rlctl.config.recipe import Recipe
+    from rlctl.config.loaded import LoadedRecipe
 
 
 @dataclass(frozen=True)
@@ -107,35 +110,49 @@ class AgentOutput:
 
 
 @dataclass(frozen=True)
+class PluginChoice:
+    """A name the recipe selects and its options as validated when it was loaded."""
+
+    name: str
+    options: BaseModel | None
+    """``None`` where the plugin registered no option model."""
+
+
+@dataclass(frozen=True)
 class AgentLoopSpec(OptionsSpec):
     """What a rollout worker hands the agent loop it builds; the loop's validated
-    ``[rollout.agent_loop_options]`` are :meth:`options_as`."""
+    ``[rollout.agent_loop_options]`` are :meth:`options_as`. Built by :meth:`from_loaded`."""
 
     options_key: ClassVar[str] = "rollout.agent_loop_options"
 
-    recipe: Recipe
-    """The whole recipe."""
-    tokenizer: Any = None
+    tokenizer: Any
     """The policy's tokenizer (renders observations, decodes tool calls)."""
-    registry: Any = None
+    registry: Any
     """The plugin registry (tools, tool parsers, environments)."""
-    plugin_options: Mapping[str, BaseModel] = field(default_factory=dict, kw_only=True)
-    """The recipe's options as validated at load, by key path (the loaded recipe's
-    ``plugin_options``): the tools' and the environment's come from here."""
+    tools: tuple[PluginChoice, ...] = ()
+    """``[[rollout.tools]]``, in order."""
+    tool_parser: str | None = None
+    """``[rollout] tool_parser`` (``None``: the loop's default)."""
+    environment: PluginChoice | None = None
+    """``[rollout.environment]`` (``None`` when the recipe has none)."""
 
-    def tool_options(self, i: int) -> BaseModel | None:
-        """The validated options of ``[[rollout.tools]]`` entry ``i``."""
-        section = self.recipe.rollout.tools[i]
-        return options_or_validated(self.plugin_options, self.registry, "tool", section.name,
-                                    f"rollout.tools[{i}].options", section.options)
+    @classmethod
+    def from_loaded(cls, loaded: LoadedRecipe, *, tokenizer: Any, registry: Any) -> AgentLoopSpec:
+        rollout = loaded.recipe.rollout
+        env = rollout.environment
+        return cls(
+            tokenizer=tokenizer, registry=registry, tools=tool_choices(loaded),
+            tool_parser=rollout.tool_parser,
+            environment=(None if env is None else PluginChoice(
+                env.name, loaded.options_for("rollout.environment.options"))),
+            options=loaded.options_for(cls.options_key),
+        )
 
-    def environment_options(self) -> BaseModel | None:
-        """The validated options of ``[rollout.environment]`` (which must be given)."""
-        section = self.recipe.rollout.environment
-        if section is None:
-            raise ValueError("the recipe has no [rollout.environment]")
-        return options_or_validated(self.plugin_options, self.registry, "environment",
-                                    section.name, "rollout.environment.options", section.options)
+
+def tool_choices(loaded: LoadedRecipe) -> tuple[PluginChoice, ...]:
+    """The recipe's ``[[rollout.tools]]`` with their validated options."""
+    return tuple(PluginChoice(t.name, loaded.options_for(f"rollout.tools[{i}].options"))
+                 for i, t in enumerate(loaded.recipe.rollout.tools))
 
 
 # generate(prompt_ids, sampling) -> Generation (token_ids, log_probs, finish_reason, weight_version)
@@ -144,20 +161,64 @@ GenerateFn = Callable[[list[int], SamplingParams], Awaitable[Any]]
 GenerateManyFn = Callable[[list[list[int]], SamplingParams], Awaitable[list[Any]]]
 
 
-class AgentLoop(Protocol):
-    """What a registered agent loop implements (one instance per rollout worker)."""
+class AgentLoop(ABC):
+    """Base of every registered agent loop (one instance per rollout worker; ``target(spec)``).
 
+    A loop implements :meth:`run`, one session. The rollout worker calls :meth:`run_batch`
+    with every session of one ``generate`` call: by default each session's ``run``,
+    concurrently on the worker's event loop, each cancelled past its own bound; a loop that
+    can batch its requests (the single-turn loop: one batched generate) overrides it.
+    """
+
+    def __init__(self, spec: AgentLoopSpec) -> None:
+        self.spec = spec
+
+    @abstractmethod
     async def run(
         self, prompt: PromptRecord, session_id: int, sampling: SamplingParams, generate: GenerateFn
     ) -> list[AgentOutput]:
         """Produce the outputs of one session; raising marks the session as ``failure``."""
-        ...
+
+    async def run_batch(
+        self,
+        requests: list[tuple[PromptRecord, int]],
+        sampling: SamplingParams,
+        generate: GenerateFn,
+        generate_many: GenerateManyFn,
+        *,
+        session_timeout_s: float,
+    ) -> list[list[AgentOutput] | BaseException]:
+        """The sessions ``(prompt, session_id)``, in order: each one's outputs, or the
+        exception it raised (it becomes a ``failure`` sample naming its uid; the others go
+        on). A session past ``session_timeout_s`` (``schedule.sample_timeout_s``) is
+        cancelled and fails with a :class:`TimeoutError`. ``generate`` serves one request,
+        ``generate_many`` several at once."""
+        return list(await asyncio.gather(
+            *(bounded_session(self.run(rec, session_id, sampling, generate), rec.uid,
+                              session_id, session_timeout_s)
+              for rec, session_id in requests),
+            return_exceptions=True))
+
+
+async def bounded_session(run: Awaitable[list[AgentOutput]], uid: str, session_id: int,
+                          timeout_s: float) -> list[AgentOutput]:
+    """``run`` (one session), cancelled once it passes ``timeout_s``."""
+    deadline = asyncio.timeout(timeout_s)
+    try:
+        async with deadline:
+            return await run
+    except TimeoutError:
+        if not deadline.expired():
+            raise  # the agent loop's own timeout, not ours
+        raise TimeoutError(
+            f"session {session_id} of prompt {uid} ran past schedule.sample_timeout_s "
+            f"= {timeout_s:g} s and was cancelled") from None
 
 
 def partial_fields(gen: Any, offset: int = 0) -> dict[str, Any]:
     """The :class:`AgentOutput` fields of a generation's partial-rollout segments (positions
     shifted by ``offset``); none for a generation never aborted (or an engine without them)."""
-    if not getattr(gen, "segments", ()):
+    if not gen.segments:
         return {}
     return {
         "weight_segments": [(s.version, s.start + offset, s.end + offset) for s in gen.segments],

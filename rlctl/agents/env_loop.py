@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, PositiveFloat, PositiveInt
 
-from rlctl.agents.contract import AgentLoopSpec, AgentOutput, GenerateFn, PromptRecord
+from rlctl.agents.contract import AgentLoop, AgentLoopSpec, AgentOutput, GenerateFn, PromptRecord
 from rlctl.agents.environment import StepResult, maybe_await
 from rlctl.agents.observation import has_chat_template, observation_ids, text_ids
 from rlctl.agents.trajectory import Trajectory
@@ -47,18 +47,18 @@ class EnvLoopOptions(BaseModel):
     plain tokens; ``auto``: chat when the tokenizer has a template."""
 
 
-class EnvAgentLoop:
+class EnvAgentLoop(AgentLoop):
     """Multi-step episodes against a registered environment (see the module docstring)."""
 
     def __init__(self, spec: AgentLoopSpec) -> None:
-        recipe, registry = spec.recipe, spec.registry
+        super().__init__(spec)
         self.options = spec.options_as(EnvLoopOptions)
         self.tokenizer = spec.tokenizer
-        section = recipe.rollout.environment
-        if section is None:
+        env = spec.environment
+        if env is None:
             raise ValueError("the env agent loop needs an environment: add [rollout.environment]")
-        self.env_options = spec.environment_options()
-        self.factory = registry.load("environment", section.name)
+        self.env_options = env.options
+        self.factory = spec.registry.load("environment", env.name)
         self.chat = self.options.observation_format == "chat" or (
             self.options.observation_format == "auto" and has_chat_template(self.tokenizer)
         )

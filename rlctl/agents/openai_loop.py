@@ -19,7 +19,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from rlctl.agents.contract import AgentLoopSpec, AgentOutput, GenerateFn, PromptRecord
+from rlctl.agents.contract import AgentLoop, AgentLoopSpec, AgentOutput, GenerateFn, PromptRecord
 from rlctl.agents.gateway import Gateway
 from rlctl.agents.openai_options import OpenAIAgentOptions
 from rlctl.engines.rollout.contract import SamplingParams
@@ -49,14 +49,11 @@ def load_agent(path: str) -> Any:
     return obj
 
 
-class OpenAIAgentLoop:
+class OpenAIAgentLoop(AgentLoop):
     """Runs the user's agent function per session against one shared gateway."""
 
     def __init__(self, spec: AgentLoopSpec) -> None:
-        if spec.options is None and not spec.recipe.rollout.agent_loop_options:
-            raise ValueError(
-                'the openai_agent loop needs agent_loop_options.agent = "module:function"'
-            )
+        super().__init__(spec)
         self.options = spec.options_as(OpenAIAgentOptions)
         self.tokenizer = spec.tokenizer
         self.agent = load_agent(self.options.agent)

@@ -23,7 +23,7 @@ from typing import Literal
 
 from pydantic import BaseModel, PositiveFloat, PositiveInt
 
-from rlctl.agents.contract import AgentLoopSpec, AgentOutput, GenerateFn, PromptRecord
+from rlctl.agents.contract import AgentLoop, AgentLoopSpec, AgentOutput, GenerateFn, PromptRecord
 from rlctl.agents.tools import ToolContext, build_tools, run_call
 from rlctl.agents.trajectory import Trajectory
 from rlctl.config.strict import STRICT_CONFIG
@@ -55,20 +55,19 @@ class ToolLoopOptions(BaseModel):
     (``None`` = off)."""
 
 
-class ToolAgentLoop:
+class ToolAgentLoop(AgentLoop):
     """Multi-turn tool use (see the module docstring)."""
 
     def __init__(self, spec: AgentLoopSpec) -> None:
-        recipe, registry = spec.recipe, spec.registry
+        super().__init__(spec)
+        registry = spec.registry
         self.options = spec.options_as(ToolLoopOptions)
         self.tokenizer = spec.tokenizer
-        sections = recipe.rollout.tools
-        self.tools = build_tools(
-            sections, registry, [spec.tool_options(i) for i in range(len(sections))])
+        self.tools = build_tools(spec.tools, registry)
         if not self.tools:
             raise ValueError("the tool agent loop needs tools: add [[rollout.tools]] to the recipe")
-        parser_name = recipe.rollout.tool_parser or DEFAULT_PARSER
-        self.parser = registry.load("tool_parser", parser_name)(self.tokenizer)
+        self.parser = registry.load("tool_parser", spec.tool_parser or DEFAULT_PARSER)(
+            self.tokenizer)
         self.names = list(self.tools)
 
     async def run(

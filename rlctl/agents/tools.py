@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from rlctl.agents.contract import PromptRecord
+from rlctl.agents.contract import PluginChoice, PromptRecord
 
 
 @dataclass
@@ -130,13 +130,13 @@ async def run_call(
     return ToolResult(call.name, text)
 
 
-def build_tools(sections: Sequence[Any], registry: Any, options: Sequence[Any]) -> dict[str, Tool]:
-    """The recipe's ``[[rollout.tools]]`` by name; ``options[i]``: entry ``i``'s options as
-    validated at load (``None`` for a tool without an option model)."""
+def build_tools(choices: Sequence[PluginChoice], registry: Any) -> dict[str, Tool]:
+    """The recipe's ``[[rollout.tools]]`` by name (each with its options as validated at
+    load; :func:`rlctl.agents.contract.tool_choices`)."""
     tools: dict[str, Tool] = {}
-    for section, validated in zip(sections, options, strict=True):
-        tool = registry.load("tool", section.name)(validated)
-        name = getattr(tool, "name", section.name)
+    for choice in choices:
+        tool = registry.load("tool", choice.name)(choice.options)
+        name = tool.name or choice.name
         if name in tools:
             raise ValueError(f"two [[rollout.tools]] are named {name!r}; give each tool once")
         tools[name] = tool

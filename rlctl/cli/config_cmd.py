@@ -82,16 +82,22 @@ def show(
         typer.Option("--sources", help="Say where each value came from (default, file, env, -s)."),
     ] = False,
 ) -> None:
-    """Print the resolved recipe and its derived numbers.
+    """Print the resolved recipe, its derived numbers and the plan of every step.
 
     Defaults are filled in; the TOML output is itself a valid recipe, with the derived batch
-    numbers as trailing comments.
+    numbers and the step plan (what runs, and why) as trailing comments.
     """
+    from rlctl.trainer.plan import plan_comments, plan_of
+
     loaded = load_or_exit(recipes, overrides)
+    plan = plan_of(loaded)
     if fmt is Format.json:
-        typer.echo(loaded.to_json(with_sources=sources))
+        out = json.loads(loaded.to_json(with_sources=sources))
+        out["plan"] = [{"what": what, "choice": choice, "why": why}
+                       for what, choice, why in plan.rows()]
+        typer.echo(json.dumps(out, indent=2, ensure_ascii=False))
     else:
-        typer.echo(loaded.to_toml(with_sources=sources), nl=False)
+        typer.echo(loaded.to_toml(with_sources=sources) + plan_comments(plan), nl=False)
 
 
 @config_app.command("schema")

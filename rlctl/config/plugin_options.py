@@ -9,9 +9,9 @@ load (checked without importing it, see :mod:`rlctl.registry_targets`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -28,40 +28,28 @@ OptionsT = TypeVar("OptionsT", bound=BaseModel)
 
 @dataclass(frozen=True)
 class OptionsSpec:
-    """Base of the engine specs: hands a component its options, validated at load."""
+    """Base of the component specs: hands a component its options, validated at load.
+
+    Specs are built from a :class:`~rlctl.config.loaded.LoadedRecipe` (each spec's
+    ``from_loaded``), the one place a component's options come from; nothing validates an
+    ``options`` table again.
+    """
 
     options_key: ClassVar[str]
     """Key path of the component's options table (``engines.train.options``)."""
-    if TYPE_CHECKING:
-        recipe: Recipe  # a field of every subclass (declared there, to keep its position)
-    options: BaseModel | None = field(default=None, kw_only=True)
+    options: BaseModel | None = field(kw_only=True)
     """The table at :attr:`options_key` as validated when the recipe was loaded (an instance
-    of the option model the component registered); read it with :meth:`options_as`."""
+    of the option model the component registered; ``None`` when it registered none); read it
+    with :meth:`options_as`."""
 
     def options_as(self, model: type[OptionsT]) -> OptionsT:
-        """The component's options as ``model``. A spec built by hand (a test, an embedding
-        application) without ``options`` gets the recipe's table validated by ``model``."""
-        if self.options is None:
-            return model.model_validate(dict(_value_at(self.recipe, tuple(
-                self.options_key.split(".")))))
+        """The component's options as ``model`` (the option model it registered)."""
         if not isinstance(self.options, model):
-            raise TypeError(f"[{self.options_key}]: expected {model.__name__}, "
-                            f"got {type(self.options).__name__}")
+            raise TypeError(
+                f"[{self.options_key}]: expected {model.__name__} as validated when the recipe "
+                f"was loaded, got {type(self.options).__name__}: build the spec from a loaded "
+                "recipe (rlctl.config.pipeline.validate_recipe, then the spec's from_loaded)")
         return self.options
-
-
-def options_or_validated(
-    validated: Mapping[str, BaseModel], registry: Registry, kind: str, name: str, path: str,
-    table: Mapping[str, Any],
-) -> BaseModel | None:
-    """The options at ``path`` as validated at load (``validated``: the loaded recipe's
-    :attr:`~rlctl.config.loaded.LoadedRecipe.plugin_options`); for a recipe built by hand
-    (not loaded), ``table`` validated by the model ``kind`` ``name`` registered. ``None``
-    where it registered none."""
-    if path in validated:
-        return validated[path]
-    model = registry.get(kind, name).options
-    return None if model is None else model.model_validate(dict(table))
 
 
 @dataclass(frozen=True)

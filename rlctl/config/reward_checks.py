@@ -89,37 +89,32 @@ def _model_rewards(recipe: Recipe, registry: Registry) -> list[ConfigProblem]:
     return out
 
 
-def streaming_problems(recipe: Recipe, registry: Registry,
-                       validated: dict[str, object]) -> list[ConfigProblem]:
-    """What the streaming scheduler does not run: it dispatches whole steps ahead, so it
-    neither draws again for dynamic sampling nor calls the reward-model workers; and what
-    partial rollouts need (streaming, in Ray mode, on an engine that can abort requests)."""
-    name = recipe.algorithm.staleness.policy
-    reg = registry.find("staleness_policy", name)
-    if reg is None:
+def staleness_policy_problems(recipe: Recipe, registry: Registry,
+                              validated: dict[str, object]) -> list[ConfigProblem]:
+    """The selected staleness policy, built from its options, against its kind's contract
+    (a plugin's mistake is named here, at load, not at step 1); and what partial rollouts
+    need (a policy that streams, Ray mode, an engine that can abort requests)."""
+    from rlctl.hookspecs import PLUGIN_KINDS
+    from rlctl.plugin_contracts import contract_problems, where_defined
+    from rlctl.registry_targets import resolve
+
+    reg = registry.find("staleness_policy", recipe.algorithm.staleness.policy)
+    if reg is None or reg.target_problem() is not None:
         return []  # reported by check_selections
+    key, contract = "algorithm.staleness.policy", PLUGIN_KINDS["staleness_policy"].contract
     try:
         policy = reg.load()(validated.get("algorithm.staleness.options"))
-    except Exception:  # noqa: BLE001 - a policy that cannot be built is reported elsewhere
-        return []
-    streaming = bool(getattr(policy, "streaming", False))
-    out = _partial_rollout(recipe, registry, streaming)
-    if not streaming:
-        return out
-    mode = f"algorithm.staleness.policy = {name!r} streams (dispatches steps ahead)"
-    if recipe.algorithm.dynamic_sampling.enabled:
-        out.append(ConfigProblem(
-            "algorithm.dynamic_sampling.enabled", f"dynamic sampling runs only in sync "
-            f"training, but {mode}", 'set enabled = false, or [algorithm.staleness] policy = '
-            '"on_policy"'))
-    for i, reward in enumerate(recipe.rewards):
-        found = registry.find("reward_function", reward.name)
-        if found is not None and found.metadata.get("kind", "function") == "model":
-            out.append(ConfigProblem(
-                f"rewards[{i}].name", f'"{reward.name}" is a reward model, which scores only '
-                f"in sync training, but {mode}", 'use rule rewards or judges, or [algorithm.'
-                'staleness] policy = "on_policy"'))
-    return out
+    except Exception as exc:  # noqa: BLE001 - the plugin's own error, named with it
+        return [ConfigProblem(key, f"{reg.describe()} could not be built from its options: "
+                              f"{type(exc).__name__}: {exc}", "fix the policy or its options")]
+    missing = contract_problems(policy, resolve(contract))
+    if missing:
+        return [ConfigProblem(
+            key, f"{reg.describe()} (defined at {where_defined(policy)}) lacks what the trainer "
+            f"reads: {', '.join(missing)}", f"implement {contract.replace(':', '.')}, or "
+            "subclass rlctl.algorithms.staleness.StalenessPolicy for its defaults "
+            "(docs/plugins.md)")]
+    return _partial_rollout(recipe, registry, policy.lookahead > 0)
 
 
 def _partial_rollout(recipe: Recipe, registry: Registry, streaming: bool) -> list[ConfigProblem]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlctl.agents.contract import AgentLoopSpec, PromptRecord
+from rlctl.agents.contract import PromptRecord
 from rlctl.config.recipe import Recipe
 from rlctl.engines.rollout.contract import Generation, SamplingParams
 from rlctl.models.tiny import build_tiny_tokenizer
@@ -76,6 +76,3 @@ class ScriptedPolicy:
             out, [-0.5] * len(out), "stop" if stop is not None else "length", self.version
         )
 
-
-def spec(r: Recipe, options: Any = None) -> AgentLoopSpec:
-    return AgentLoopSpec(recipe=r, options=options, tokenizer=TOK, registry=get_registry())

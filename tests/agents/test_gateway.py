@@ -11,6 +11,7 @@ import tests.agents.agent_functions as fns
 from rlctl.agents.contract import PromptRecord
 from rlctl.agents.gateway import Gateway
 from rlctl.agents.observation import chat_delta_ids
+from rlctl.config.pipeline import validate_recipe
 from rlctl.engines.rollout.contract import RolloutEngineSpec, SamplingParams
 from rlctl.engines.rollout.hf.engine import HFRolloutEngine
 from rlctl.models.loading import load_tokenizer
@@ -23,7 +24,7 @@ def setup(chat_model_dir):
         r = recipe(agent_loop="openai_agent", agent_loop_options={"agent": agent, **options})
         r = r.model_copy(update={"model": r.model.model_copy(update={"path": str(chat_model_dir)})})
         tok = load_tokenizer(r.model)
-        engine = HFRolloutEngine(RolloutEngineSpec(r, seed=0))
+        engine = HFRolloutEngine(RolloutEngineSpec.from_loaded(validate_recipe(r)))
         engine.load()
         return build_loop(r, tok), tok, engine
 

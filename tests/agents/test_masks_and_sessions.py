@@ -12,15 +12,17 @@ import types
 import pytest
 import torch
 
-from rlctl.agents.contract import AgentOutput
+from rlctl.agents.contract import AgentLoop, AgentOutput
+from rlctl.algorithms.staleness import policy_of
 from rlctl.config.pipeline import validate_recipe
 from rlctl.config.recipe import Recipe
 from rlctl.dataplane.memory import MemoryDataPlane
 from rlctl.dataplane.replay_buffer import ReplayBuffer
-from rlctl.engines.rollout.contract import SamplingParams
+from rlctl.engines.rollout.contract import Generation, SamplingParams
 from rlctl.hookspecs import hookimpl
 from rlctl.registry import build_registry, get_registry, set_registry
 from rlctl.trainer.controller.prompts import PromptFeeder
+from rlctl.trainer.plan import build_plan
 from rlctl.trainer.worker.advantage_phase import run_advantage_phase
 from rlctl.trainer.worker.rollout_worker import RolloutWorker
 from rlctl.trainer.worker.training_worker import TrainingWorker
@@ -33,9 +35,7 @@ SCRIPT = {
 }
 
 
-class ScriptedOutputs:
-    def __init__(self, spec=None):
-        pass
+class ScriptedOutputs(AgentLoop):
 
     async def run(self, prompt, session_id, sampling, generate):
         return [
@@ -161,7 +161,8 @@ def test_advantages_skip_observations_and_count_each_session_once(plugins):
 def test_training_batch_masks_observations_for_every_loss(plugins):
     loaded, plane, meta, _ = rollout("grpo")
     advantages(plane, meta, loaded)
-    trainer = TrainingWorker(loaded, plane, roles=())
+    plan = build_plan(loaded, get_registry(), policy_of(loaded))
+    trainer = TrainingWorker(loaded, plane, plan)
     trainer.pad_id = 0
     batch, fields, lengths, _ = trainer._model_batch(meta.select([0, 3]), ["advantages"], pad_to=3)
     want = torch.tensor([[1, 1, 0, 1, 1], [1, 0, 0, 1, 0], [0, 0, 0, 0, 0]], dtype=torch.float32)
@@ -217,9 +218,9 @@ def test_a_reward_model_scores_each_session_once(plugins, tmp_path):
     model = {"path": str(tmp_path), "dtype": "float32"}
     rewards = [{"name": "scripted_reward"}, {"name": "reward_model", "options": model}]
     loaded, plane, prompts, meta, _ = rollout_with_prompts("grpo", rewards=rewards)
-    worker = RewardWorker(loaded.recipe, plane)
+    worker = RewardWorker(loaded, plane)
     worker.ready()
-    worker.score(meta, prompts)
+    worker.score(meta, prompts.partition_id)
     keys = list(meta.keys[:4])  # sessions 0, 1 (two outputs), 2 of the first prompt
     td = plane.kv_batch_get(keys, "train", ["prompt_ids", "response_ids", "reward/reward_model"])
     got = td["reward/reward_model"].tolist()
@@ -249,16 +250,20 @@ def test_the_single_turn_batch_hands_a_failed_generate_to_every_session() -> Non
     async def broken(prompts, sampling):
         raise RuntimeError("engine gone")
 
-    out = asyncio.run(SingleTurnAgentLoop().run_batch(requests, SamplingParams(2), broken))
+    def run_batch(generate_many):
+        return asyncio.run(SingleTurnAgentLoop().run_batch(
+            requests, SamplingParams(2), None, generate_many, session_timeout_s=5.0))
+
+    out = run_batch(broken)
     assert [str(o) for o in out] == ["engine gone"] * 3
 
-    class Gen:
-        token_ids, log_probs, finish_reason, weight_version = [7], [-0.5], "stop", 3
+    def gen():
+        return Generation([7], [-0.5], "stop", 3)
 
     async def one_fails(prompts, sampling):
-        return [Gen(), ValueError("request 1 refused"), Gen()]
+        return [gen(), ValueError("request 1 refused"), gen()]
 
-    out = asyncio.run(SingleTurnAgentLoop().run_batch(requests, SamplingParams(2), one_fails))
+    out = run_batch(one_fails)
     assert isinstance(out[1], ValueError)
     assert [o[0].response_ids for o in (out[0], out[2])] == [[7], [7]]
     assert out[2][0].prompt_ids == [1, 6] and out[2][0].weight_version == 3

@@ -128,10 +128,13 @@ def test_prompts_render_the_tool_schemas_through_the_chat_template(chat_model_di
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from rlctl.agents.contract import tool_choices
+    from rlctl.agents.tools import build_tools
     from rlctl.config.pipeline import validate_recipe
     from rlctl.config.recipe import Recipe
     from rlctl.dataplane.memory import MemoryDataPlane
     from rlctl.models.loading import load_tokenizer
+    from rlctl.registry import get_registry
     from rlctl.trainer.controller.prompts import PromptFeeder
 
     path = tmp_path / "train.parquet"
@@ -155,8 +158,9 @@ def test_prompts_render_the_tool_schemas_through_the_chat_template(chat_model_di
     tok = load_tokenizer(recipe.model)
     plane = MemoryDataPlane()
     loaded = validate_recipe(recipe)
+    tools = build_tools(tool_choices(loaded), get_registry())
     feeder = PromptFeeder(recipe, tok, plane, task_options=None,
-                          tool_options=[loaded.options_for("rollout.tools[0].options")])
+                          tool_schemas=[t.schema() for t in tools.values()])
     meta = feeder.next_batch(1, partition="train", global_step=1, n=2)
     td = plane.kv_batch_get(list(meta.keys), meta.partition_id, ["prompt_ids"])
     text = tok.decode(td["prompt_ids"].unbind()[0].tolist())

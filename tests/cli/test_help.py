@@ -57,7 +57,7 @@ Options:
 
 Commands:
   validate  Check recipes and report every problem.
-  show      Print the resolved recipe and its derived numbers.
+  show      Print the resolved recipe, its derived numbers and the plan of...
   schema    Print the recipe's JSON Schema, plugin options included.
   migrate   Turn a verl config plus the overrides of its launch script into...
 """)
@@ -92,10 +92,11 @@ def test_config_show_help(core_app) -> None:  # type: ignore[no-untyped-def]
     assert help_of(core_app, "config", "show") == snapshot("""\
 Usage: rlctl config show [OPTIONS] {RECIPE}...
 
-  Print the resolved recipe and its derived numbers.
+  Print the resolved recipe, its derived numbers and the plan of every step.
 
   Defaults are filled in; the TOML output is itself a valid recipe, with the
-  derived batch numbers as trailing comments.
+  derived batch numbers and the step plan (what runs, and why) as trailing
+  comments.
 
 Arguments:
   RECIPE <list[Path]>  Recipe TOML files; later files override earlier ones

@@ -61,7 +61,7 @@ def test_advantages_in_the_update_change_no_number_on_two_ranks(tmp_path):
     phase on the same shards every metric is the same, bit for bit."""
     steps = "schedule.total_steps=3"
     inside = _train(tmp_path, "inside", "-s", steps)
-    phase = _train(tmp_path, "phase", "-s", steps, "-s", 'algorithm.advantage_pass="always"')
+    phase = _train(tmp_path, "phase", "-s", steps, "-s", 'engines.train.advantage_pass="always"')
     assert all("timing_s/adv" not in r for r in inside)
     assert all("timing_s/adv" in r for r in phase)
     assert deterministic(inside) == deterministic(phase)

@@ -10,6 +10,9 @@ as its pickled bytes.
 
 A call names the worker method by its function, ``group.call(TrainingWorker.compute_log_prob,
 ...)``, so a reader (and an IDE) can follow a phase into the worker; Ray calls it by name.
+Workers implement :class:`rlctl.trainer.worker.contract.Worker`, and every group starts the
+same way whatever it runs on (:func:`start_worker_group`): rank 0's rendezvous port first
+when the ranks form one torch.distributed world, then ``ready`` on every rank, then ``pid``.
 
 Every call has a bound (the group's ``timeout``, ``schedule.phase_timeout_s``, unless the
 caller gives one). When it passes, each rank that has not answered is asked for its pid on
@@ -31,14 +34,15 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from rlctl.protocol.refs import is_reference
+from rlctl.trainer.worker.contract import Worker
 
 R = TypeVar("R")
 
 
-def method_name(method: Callable[..., Any] | str) -> str:
+def method_name(method: Callable[..., Any]) -> str:
     """The name a worker method is called by (``TrainingWorker.compute_log_prob`` ->
     ``"compute_log_prob"``)."""
-    return method if isinstance(method, str) else method.__name__
+    return method.__name__
 
 DEFAULT_TIMEOUT_S = 600.0
 """Bound of a call when neither the caller nor the group gives one (the recipe's default)."""
@@ -121,9 +125,21 @@ class WorkerGroup(ABC):
         """The bound of one call: the caller's, else the group's (never unbounded)."""
         return self.timeout if timeout is None else timeout
 
+    def start(self, worker_cls: type[Worker], timeout: float) -> None:
+        """The start of every group: rank 0's rendezvous port when the ranks form one
+        torch.distributed world (bound and held by rank 0 before the others learn it: a port
+        probed here would be free only now), ``ready`` on every rank (constructor and build
+        failures surface now, with the rank), then every rank's pid."""
+        joined: dict[str, Any] = {}
+        if self.world_size > 1 and worker_cls.joins_process_group:
+            joined["master_port"] = self.call_rank(0, worker_cls.rendezvous_port,
+                                                   timeout=timeout)
+        self.call(worker_cls.ready, timeout=timeout, **joined)
+        self.pids = list(self.call(worker_cls.pid, timeout=timeout))
+
     @abstractmethod
     def submit(
-        self, method: Callable[..., Any] | str, per_rank: Sequence[dict[str, Any]],
+        self, method: Callable[..., Any], per_rank: Sequence[dict[str, Any]],
         timeout: float | None = None,
     ) -> Pending:
         """Start ``method(**per_rank[r])`` on every rank r without waiting.
@@ -199,7 +215,7 @@ class LocalWorkerGroup(WorkerGroup):
     def __init__(
         self,
         name: str,
-        workers: list[Any],
+        workers: list[Worker],
         meter: TrafficMeter,
         *,
         timeout: float = DEFAULT_TIMEOUT_S,
@@ -209,7 +225,7 @@ class LocalWorkerGroup(WorkerGroup):
         self.pids = [os.getpid()] * len(workers)
 
     def submit(
-        self, method: Callable[..., Any] | str, per_rank: Sequence[dict[str, Any]],
+        self, method: Callable[..., Any], per_rank: Sequence[dict[str, Any]],
         timeout: float | None = None,
     ) -> Pending:
         method = method_name(method)
@@ -250,39 +266,34 @@ class LocalWorkerGroup(WorkerGroup):
 
     def shutdown(self) -> None:
         for worker in self.workers:
-            close = getattr(worker, "close", None)
-            if close is not None:
-                close()
+            worker.close()
 
 
 class RayWorkerGroup(WorkerGroup):
     """Workers as Ray actors, one per rank.
 
-    Worker classes answer ``pid()`` (the liveness check); actors run up to four calls at once
-    on threads, so the check is answered while a phase runs. A class whose ranks form one
-    torch.distributed world answers ``rendezvous_port()`` on rank 0 (a port it has bound and
-    holds) and takes it as ``ready(master_port=...)`` on every rank.
+    Actors run up to four calls at once on threads, so the liveness check (``pid``) is
+    answered while a phase runs.
     """
 
     def __init__(
         self,
         name: str,
-        worker_cls: type,
+        worker_cls: type[Worker],
         init_kwargs: Sequence[dict[str, Any]],
         meter: TrafficMeter,
         *,
         num_cpus: float = 0,
-        start_timeout: float = 300.0,
         timeout: float = DEFAULT_TIMEOUT_S,
     ) -> None:
         import ray
 
         super().__init__(name, len(init_kwargs), meter, timeout=timeout)
-        # A worker class may run some methods on threads of their own (``concurrency_groups``:
-        # group -> threads, ``method_groups``: method -> group), e.g. a weight update that must
-        # not queue behind generate calls. (Ray takes the groups only here, not in options.)
-        groups = dict(getattr(worker_cls, "concurrency_groups", None) or {})
-        self.method_groups: dict[str, str] = dict(getattr(worker_cls, "method_groups", None) or {})
+        # Some methods run on threads of their own (the worker's concurrency groups), e.g. a
+        # weight update that must not queue behind generate calls. (Ray takes the groups only
+        # here, not in options.)
+        groups = dict(worker_cls.concurrency_groups)
+        self.method_groups: dict[str, str] = dict(worker_cls.method_groups)
         remote_cls = (ray.remote(concurrency_groups=groups)(worker_cls) if groups
                       else ray.remote(worker_cls))
         self.actors = [
@@ -290,19 +301,9 @@ class RayWorkerGroup(WorkerGroup):
             for kwargs in init_kwargs
         ]
         self.stopped: set[int] = set()  # ranks that failed a liveness check: not waited for again
-        # Ranks that form one torch.distributed world rendezvous at rank 0's port, which rank
-        # 0 binds and holds before the others learn it (a port probed here would be free only
-        # now: other processes could take it before rank 0 binds it).
-        joined: dict[str, Any] = {}
-        if len(self.actors) > 1 and hasattr(worker_cls, "rendezvous_port"):
-            joined["master_port"] = self.call_rank(0, worker_cls.rendezvous_port,
-                                                   timeout=start_timeout)
-        # Surface constructor failures (import errors, bad options) now, with the rank.
-        self.call(worker_cls.ready, timeout=start_timeout, **joined)
-        self.pids = list(self.call(worker_cls.pid, timeout=start_timeout))
 
     def submit(
-        self, method: Callable[..., Any] | str, per_rank: Sequence[dict[str, Any]],
+        self, method: Callable[..., Any], per_rank: Sequence[dict[str, Any]],
         timeout: float | None = None,
     ) -> Pending:
         method = method_name(method)
@@ -435,3 +436,30 @@ class RayWorkerGroup(WorkerGroup):
         for actor in self.actors:
             with contextlib.suppress(Exception):
                 ray.kill(actor)
+
+
+def start_worker_group(
+    name: str,
+    worker_cls: type[Worker],
+    init_kwargs: Sequence[dict[str, Any]],
+    meter: TrafficMeter,
+    *,
+    in_process: bool,
+    start_timeout: float,
+    timeout: float,
+) -> WorkerGroup:
+    """One role's ranks, started: ``worker_cls(**init_kwargs[r])`` per rank r, as objects in
+    this process (``in_process``: ``--local``) or as Ray actors; then :meth:`WorkerGroup.start`.
+    A group that fails to start is shut down before the error propagates."""
+    group: WorkerGroup
+    if in_process:
+        group = LocalWorkerGroup(name, [worker_cls(**kw) for kw in init_kwargs], meter,
+                                 timeout=timeout)
+    else:
+        group = RayWorkerGroup(name, worker_cls, init_kwargs, meter, timeout=timeout)
+    try:
+        group.start(worker_cls, start_timeout)
+    except BaseException:
+        group.shutdown()
+        raise
+    return group

@@ -11,27 +11,28 @@ wrote (their rule rewards and judges). Only counts go back to the controller.
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
-from rlctl.config.recipe import Recipe
+from rlctl.config.loaded import LoadedRecipe
 from rlctl.protocol.kv import KVBatchMeta
+from rlctl.trainer.worker.contract import Worker
 from rlctl.trainer.worker.fields import non_tensor_column, rows
 from rlctl.trainer.worker.sessions import session_groups
 
 
-class RewardWorker:
+class RewardWorker(Worker):
     """One reward-model worker: every model reward of the recipe, loaded once."""
 
     def __init__(
-        self, recipe: Recipe, plane: Any, rank: int = 0, threads: int | None = None
+        self, loaded: LoadedRecipe, plane: Any, rank: int = 0, threads: int | None = None
     ) -> None:
-        self.recipe = recipe
+        self.loaded = loaded
+        self.recipe = loaded.recipe
         self.plane = plane
         self.rank = rank
         self.threads = threads
 
-    def ready(self) -> bool:
+    def ready(self, master_port: int | None = None) -> bool:
         import torch
 
         from rlctl.models.loading import load_tokenizer
@@ -46,12 +47,16 @@ class RewardWorker:
         self.tokenizer = load_tokenizer(self.recipe.model)
         eos = self.tokenizer.eos_token_id
         self.eos_ids = [eos] if isinstance(eos, int) else list(eos or [])
-        self.models = RewardSet.from_sections(effective_rewards(self.recipe, registry), registry,
-                                              kind="model", device=pick_device(self.recipe))
+        sections = effective_rewards(self.recipe, registry)
+        options = [self.loaded.options_for(f"rewards[{i}].options")
+                   for i in range(len(sections))]
+        self.models = RewardSet.from_sections(sections, registry, options, kind="model",
+                                              device=pick_device(self.recipe))
         return True
 
-    def score(self, meta: KVBatchMeta, prompts: KVBatchMeta) -> dict[str, float]:
-        """Score ``meta``'s samples; ``prompts`` is the prompt batch they were generated from."""
+    def score(self, meta: KVBatchMeta, prompt_partition: str) -> dict[str, float]:
+        """Score ``meta``'s samples; their prompts (ground truth) are in ``prompt_partition``
+        under their uids."""
         import torch
         from tensordict import TensorDict
 
@@ -63,7 +68,7 @@ class RewardWorker:
         td = self.plane.kv_batch_get(keys, meta.partition_id,
                                      ["prompt_ids", "response_ids", "score"])
         uids = list(dict.fromkeys(meta.tag_values("uid")))
-        truth = self.plane.kv_batch_get(uids, prompts.partition_id,
+        truth = self.plane.kv_batch_get(uids, prompt_partition,
                                         ["ground_truth", "data_source"])
         facts = dict(zip(uids, zip(non_tensor_column(truth, "ground_truth"),
                                    non_tensor_column(truth, "data_source"), strict=True),
@@ -97,9 +102,3 @@ class RewardWorker:
                                                     dtype=torch.float32)  # [B]
         self.plane.kv_batch_put(keys, meta.partition_id, TensorDict(fields, batch_size=[len(keys)]))
         return {"scored": float(len(keys))}
-
-    def close(self) -> None:
-        pass
-
-    def pid(self) -> int:
-        return os.getpid()

@@ -1,10 +1,9 @@
 """The sessions of one ``RolloutWorker.generate`` call: run, score, and write to the data plane.
 
-Sessions run concurrently on one event loop; each is bounded by ``schedule.sample_timeout_s``
-and a session that raises becomes a ``failure`` output of its uid. An agent loop with a
-``run_batch`` (the single-turn loop) runs the call's sessions as one batch instead: the
-same generations, without a coroutine per session. Scored outputs are written
-in batches (one ``kv_batch_put`` per flush) with their tags.
+The agent loop's ``run_batch`` runs the call's sessions (by default concurrently on one event
+loop, each bounded by ``schedule.sample_timeout_s``; the single-turn loop as one batched
+generate); a session that raises becomes a ``failure`` output of its uid. Scored outputs are
+written in batches (one ``kv_batch_put`` per flush) with their tags.
 """
 
 from __future__ import annotations
@@ -17,6 +16,9 @@ from typing import Any
 from rlctl.agents.contract import AgentOutput, PromptRecord, SamplingParams
 from rlctl.protocol.kv import make_key
 from rlctl.trainer.worker.fields import from_rows
+
+# The call's backstop fires this long after the sessions' own bounds: those fire first.
+BACKSTOP_S = 1.0
 
 
 @dataclass
@@ -49,35 +51,21 @@ class StepRollout:
     async def run_all(
         self, records: list[PromptRecord], n_per_prompt: list[int]
     ) -> dict[str, float]:
+        """Every session of the call through the agent loop's ``run_batch``, then each
+        prompt's group scored and written."""
         pairs = list(zip(records, n_per_prompt, strict=True))
-        if hasattr(self.worker.agent_loop, "run_batch"):
-            results = await self._run_batch(pairs)
-        else:
-            results = await asyncio.gather(*(self._run_prompt(rec, n) for rec, n in pairs))
-        return {
-            "outputs": float(sum(r[0] for r in results)),
-            "failures": float(sum(r[1] for r in results)),
-        }
-
-    async def _run_prompt(self, rec: PromptRecord, n: int) -> tuple[int, int]:
-        sessions = await asyncio.gather(
-            *(self._bounded_session(rec, s) for s in range(n)), return_exceptions=True,
-        )
-        return await self._finish_group(rec, sessions)
-
-    async def _run_batch(self, pairs: list[tuple[PromptRecord, int]]) -> list[tuple[int, int]]:
-        """Every session of the call in one ``run_batch`` of the agent loop (the single-turn
-        loop: one batched generate, no coroutine per session). The sessions all start now,
-        so one deadline bounds them all: past ``schedule.sample_timeout_s`` each becomes the
-        ``failure`` a lone session would."""
         requests = [(rec, s) for rec, n in pairs for s in range(n)]
         bound = self.worker.recipe.schedule.sample_timeout_s
-        deadline = asyncio.timeout(bound)
+        # The loop bounds each session; this deadline (the sessions all start now) is the
+        # backstop of a loop that runs them as one batch: past it each becomes the
+        # ``failure`` a lone session would.
+        deadline = asyncio.timeout(bound + BACKSTOP_S)
         results: list[Any]
         try:
             async with deadline:
                 results = await self.worker.agent_loop.run_batch(
-                    requests, self.sampling, self._generate_many)
+                    requests, self.sampling, self._generate, self._generate_many,
+                    session_timeout_s=bound)
         except TimeoutError:
             if not deadline.expired():
                 raise
@@ -90,9 +78,13 @@ class StepRollout:
             groups.append(results[start : start + n])
             start += n
         # together: their outputs land in one flush of the data-plane writes
-        return list(await asyncio.gather(
+        counts = await asyncio.gather(
             *(self._finish_group(rec, group) for (rec, _), group in zip(pairs, groups,
-                                                                         strict=True))))
+                                                                         strict=True)))
+        return {
+            "outputs": float(sum(c[0] for c in counts)),
+            "failures": float(sum(c[1] for c in counts)),
+        }
 
     async def _finish_group(self, rec: PromptRecord, sessions: list[Any]) -> tuple[int, int]:
         """Score and write the sessions of one prompt (outputs, or the exception a session
@@ -122,22 +114,6 @@ class StepRollout:
                 [k for k, _ in failures], self.partition, None, tags
             )
         return len(outputs), len(failures)
-
-    async def _bounded_session(self, rec: PromptRecord, session_id: int) -> Any:
-        """One session, cancelled once it runs past ``schedule.sample_timeout_s``: it then
-        becomes a ``failure`` sample naming its uid, and its step reports it."""
-        bound = self.worker.recipe.schedule.sample_timeout_s
-        deadline = asyncio.timeout(bound)
-        try:
-            async with deadline:
-                return await self.worker.agent_loop.run(rec, session_id, self.sampling,
-                                                        self._generate)
-        except TimeoutError:
-            if not deadline.expired():
-                raise  # the agent loop's own timeout, not ours
-            raise TimeoutError(
-                f"session {session_id} of prompt {rec.uid} ran past schedule.sample_timeout_s "
-                f"= {bound:g} s and was cancelled") from None
 
     async def _score_session(
         self, rec: PromptRecord, session_id: int, outs: list[AgentOutput]
@@ -312,9 +288,5 @@ class StepRollout:
     ) -> list[Any]:
         """One generation per prompt, or the exception of its request: the engine's batched
         ``generate_many`` where it has one, else its ``generate`` per prompt, concurrently."""
-        engine = self.worker.engine
-        if hasattr(engine, "generate_many"):
-            return await engine.generate_many(prompts, sampling)
-        return list(await asyncio.gather(*(engine.generate(p, sampling) for p in prompts),
-                                         return_exceptions=True))
+        return await self.worker.engine.generate_many(prompts, sampling)
 

@@ -35,12 +35,17 @@ import concurrent.futures
 import contextlib
 import shutil
 import tempfile
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
-from rlctl.engines.rollout.contract import Generation, RolloutEngineSpec, SamplingParams
+from rlctl.engines.rollout.contract import (
+    Generation,
+    RolloutEngine,
+    RolloutEngineSpec,
+    SamplingParams,
+)
 from rlctl.engines.rollout.server.client import (
     HTTPLoop,
     Replica,
@@ -69,7 +74,7 @@ ABORT_RETRY_S = 0.5
 still out, the abort is sent again this often (aborting twice is harmless)."""
 
 
-class ServerRolloutEngine(ABC):
+class ServerRolloutEngine(RolloutEngine):
     """Rollout through inference servers over HTTP (see the module docstring)."""
 
     engine_name: ClassVar[str]
@@ -99,7 +104,7 @@ class ServerRolloutEngine(ABC):
         self._known_names: set[str] | None = None  # parameter names of the served checkpoint
         # Partial rollouts (docs/streaming.md): abort at a weight update and resume on the new
         # weights; otherwise an aborted request is an error, as it always was.
-        self._resume = spec.recipe.algorithm.staleness.partial_rollout == "resume"
+        self._resume = spec.partial_rollout
         self._flight: InFlight | None = None  # made on the HTTP loop, used only there
         self.aborted_requests = 0
         """Requests of this engine its servers answered as aborted."""
@@ -158,7 +163,7 @@ class ServerRolloutEngine(ABC):
         self._known_names = checkpoint_names(Path(model_dir))
         log_dir = Path(self.options.log_dir) if self.options.log_dir else self.workdir / "logs"
         servers = []
-        for i in range(self.spec.recipe.engines.rollout.replicas):
+        for i in range(self.spec.replicas):
             command = self.server_command(i, model_dir)
             log = log_dir / f"{self.engine_name}-{i}-{command.port}.log"
             servers.append(ServerProcess(command, log))
@@ -172,14 +177,14 @@ class ServerRolloutEngine(ABC):
         """A local checkpoint directory for the servers (``tiny`` is written out first)."""
         from rlctl.models.loading import TINY
 
-        model = self.spec.recipe.model
+        model = self.spec.model
         if model.path != TINY:
             self.check_model_dir(Path(model.path))
             return model.path
         from rlctl.models.loading import load_causal_lm, load_tokenizer
 
         out = self.workdir / "tiny-model"
-        load_causal_lm(model, self.spec.recipe.run.seed).save_pretrained(out)
+        load_causal_lm(model, self.spec.model_seed).save_pretrained(out)
         load_tokenizer(model).save_pretrained(out)
         self.check_model_dir(out)
         return str(out)

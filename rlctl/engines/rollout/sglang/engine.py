@@ -66,9 +66,8 @@ class SGLangRolloutEngine(ServerRolloutEngine):
 
     # ------------------------------------------------------------------ servers
     def server_command(self, index: int, model_dir: str) -> ServerCommand:
-        recipe = self.spec.recipe
         command = sglang_server_command(
-            f"sglang[{index}]", self.options, model=model_dir, dtype=recipe.model.dtype,
+            f"sglang[{index}]", self.options, model=model_dir, dtype=self.spec.model.dtype,
             seed=self.spec.seed + index, device=self.spec.device,
         )
         command.argv.extend(["--weight-version", "0"])

@@ -73,9 +73,8 @@ class VLLMRolloutEngine(ServerRolloutEngine):
 
     # ------------------------------------------------------------------ servers
     def server_command(self, index: int, model_dir: str) -> ServerCommand:
-        recipe = self.spec.recipe
         return vllm_server_command(
-            f"vllm[{index}]", self.options, model=model_dir, dtype=recipe.model.dtype,
+            f"vllm[{index}]", self.options, model=model_dir, dtype=self.spec.model.dtype,
             seed=self.spec.seed + index, device=self.spec.device,
             transfer_backend=self._transfer_backend,
         )

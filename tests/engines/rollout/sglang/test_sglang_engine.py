@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from rlctl.config.pipeline import validate_recipe
 from rlctl.engines.rollout.contract import RolloutEngineSpec, SamplingParams
 from rlctl.engines.rollout.hf.engine import HFRolloutEngine
 from rlctl.engines.rollout.server.client import get_json
@@ -53,7 +54,7 @@ def hf(checkpoint) -> HFRolloutEngine:
 @pytest.fixture(scope="module")
 def engine(checkpoint):
     recipe = tiny_recipe(str(checkpoint), python=SGLANG_PYTHON, startup_timeout_s=400)
-    e = SGLangRolloutEngine(RolloutEngineSpec(recipe, seed=0))
+    e = SGLangRolloutEngine(RolloutEngineSpec.from_loaded(validate_recipe(recipe)))
     started = time.monotonic()
     e.load()
     print(f"\nsglang server up (health_generate + warm-up) in {time.monotonic() - started:.1f} s")
@@ -164,7 +165,7 @@ def test_a_version_the_engine_did_not_set_fails_loudly(engine):
 
 def test_attach_to_a_running_server(engine):
     recipe = tiny_recipe("unused-in-attach-mode", urls=engine.urls, startup_timeout_s=30)
-    attached = SGLangRolloutEngine(RolloutEngineSpec(recipe, seed=0))
+    attached = SGLangRolloutEngine(RolloutEngineSpec.from_loaded(validate_recipe(recipe)))
     attached.load()
     try:
         # It attaches to a server already updated: what a sync would have stamped.

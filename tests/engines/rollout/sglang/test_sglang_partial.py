@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from rlctl.config.pipeline import validate_recipe
 from rlctl.config.recipe import Recipe
 from rlctl.engines.rollout.contract import RolloutEngineSpec
 from rlctl.engines.rollout.sglang.engine import SGLangRolloutEngine
@@ -34,14 +35,16 @@ def partial_recipe(checkpoint: Path) -> Recipe:
     recipe = tiny_recipe(str(checkpoint), python=SGLANG_PYTHON, startup_timeout_s=300,
                          ignore_eos=True)  # every response is exactly MAX_NEW tokens
     data = recipe.model_dump()
-    data["algorithm"]["staleness"]["partial_rollout"] = "resume"
+    # partial rollouts need a streaming policy (config checks)
+    data["algorithm"]["staleness"].update(policy="bounded", partial_rollout="resume")
     return Recipe.model_validate(data)
 
 
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory):
     checkpoint = save_server_checkpoint(tmp_path_factory.mktemp("tiny-sglang-partial"))
-    e = SGLangRolloutEngine(RolloutEngineSpec(partial_recipe(checkpoint)))
+    loaded = validate_recipe(partial_recipe(checkpoint))
+    e = SGLangRolloutEngine(RolloutEngineSpec.from_loaded(loaded))
     e.load()
     yield e
     e.close()

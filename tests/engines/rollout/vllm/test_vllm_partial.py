@@ -33,7 +33,8 @@ def partial_recipe(checkpoint: Path) -> Recipe:
     recipe = tiny_recipe(str(checkpoint), python=VLLM_PYTHON, startup_timeout_s=240,
                          ignore_eos=True)  # every response is exactly MAX_NEW tokens
     data = recipe.model_dump()
-    data["algorithm"]["staleness"]["partial_rollout"] = "resume"
+    # partial rollouts need a streaming policy (config checks)
+    data["algorithm"]["staleness"].update(policy="bounded", partial_rollout="resume")
     return Recipe.model_validate(data)
 
 
