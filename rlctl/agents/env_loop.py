@@ -21,7 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, PositiveFloat, PositiveInt
 
 from rlctl.agents.contract import AgentLoop, AgentLoopSpec, AgentOutput, GenerateFn, PromptRecord
-from rlctl.agents.environment import StepResult, maybe_await
+from rlctl.agents.environment import StepResult, close_environment, maybe_await
 from rlctl.agents.observation import has_chat_template, observation_ids, text_ids
 from rlctl.agents.trajectory import Trajectory
 from rlctl.config.strict import STRICT_CONFIG
@@ -108,9 +108,7 @@ class EnvAgentLoop(AgentLoop):
                     break  # no room to act on it: end on the model's own turn
                 traj.add_observation(obs)
         finally:
-            close = getattr(env, "close", None)
-            if close is not None:
-                await maybe_await(close())
+            await close_environment(env)
         out = traj.to_output(
             reward_ids=traj.last_turn_ids,
             per_token_rewards=o.reward == "per_step",

@@ -59,6 +59,21 @@ class Environment(Protocol):
     def step(self, action: str) -> Any: ...
 
 
+@runtime_checkable
+class ClosingEnvironment(Environment, Protocol):
+    """An environment with the optional ``close()`` (plain or ``async``): called when its
+    episode ends, also on errors. Without it there is nothing to close."""
+
+    def close(self) -> Any: ...
+
+
+async def close_environment(env: Environment) -> None:
+    """End an episode: the environment's ``close()`` when it has one (see
+    :class:`ClosingEnvironment`)."""
+    if isinstance(env, ClosingEnvironment):
+        await maybe_await(env.close())
+
+
 async def maybe_await(value: Any) -> Any:
     """The value, awaited when a method was ``async``."""
     return await value if inspect.isawaitable(value) else value

@@ -17,6 +17,12 @@ DEFAULT_REPORT = Path("report.png")
 
 @hookimpl
 def register_commands(cli: Any) -> None:
+    _register_export(cli)
+    _register_report(cli)
+    _register_runs(cli)
+
+
+def _register_export(cli: Any) -> None:
     import typer
 
     @cli.command("export")
@@ -52,6 +58,10 @@ def register_commands(cli: Any) -> None:
             raise typer.Exit(1) from None
         typer.echo(f"wrote {out}")
 
+
+def _register_report(cli: Any) -> None:
+    import typer
+
     @cli.command("report")
     def report(
         run_dirs: list[Path] = typer.Argument(
@@ -81,6 +91,10 @@ def register_commands(cli: Any) -> None:
             typer.echo(f"warning: {warning}", err=True)
         typer.echo(result.text)
         typer.echo(f"wrote {result.output}")
+
+
+def _register_runs(cli: Any) -> None:
+    import typer
 
     runs_app = typer.Typer(help="List and inspect runs.", no_args_is_help=True)
 

@@ -1,7 +1,6 @@
 """Cross-field checks of DAPO's settings (``[algorithm.dynamic_sampling]``,
-``[algorithm.overlong]``), of model rewards, of what streaming does not run with and of what
-partial rollouts need, run by
-:func:`rlctl.config.pipeline.load_recipe`.
+``[algorithm.overlong]``), of model rewards, of the selected staleness policy and of what
+partial rollouts need, run by :func:`rlctl.config.pipeline.load_recipe`.
 
 Each problem names the TOML key, what is wrong and how to fix it, before any worker starts.
 """

@@ -39,6 +39,16 @@ class OptionsModel(BaseModel):
     model_config = STRICT_CONFIG
 
 
+class TrainEngineOptions(OptionsModel):
+    """Base of a training engine's option model (``[engines.train.options]``): it says how
+    many ranks hold one model copy, which the batch arithmetic divides the ranks by."""
+
+    @property
+    def model_parallel_size(self) -> int:
+        """Ranks that hold one copy of the model (1: pure data parallel)."""
+        return 1
+
+
 def allows_non_finite(model: type[BaseModel]) -> bool:
     """Whether ``model`` (its own config) lets NaN or infinity through."""
     return model.model_config.get("allow_inf_nan", True) is not False

@@ -3,10 +3,11 @@
 A rollout engine's samples feed the importance ratio of the policy loss, so its tokens and
 log-probs must be those of the trainer's model. This contract checks it against the in-process
 ``hf`` engine on the same tiny checkpoint (:mod:`rlctl.testing.server_checkpoint`). Use it
-from rlctl.config.pipeline import validate_recipe
 from a test module of your engine::
 
     import pytest
+    from rlctl.config.pipeline import validate_recipe
+    from rlctl.engines.rollout.contract import RolloutEngineSpec
     from rlctl.testing.rollout_contract import RolloutEngineParity, hf_reference
     from rlctl.testing.server_checkpoint import save_server_checkpoint, server_tiny_recipe
 

@@ -183,9 +183,11 @@ class RolloutEngine(ABC):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`."""
+        return  # the default: nothing to do
 
     def close(self) -> None:
         """Release the model (stop servers). Default: nothing to release."""
+        return  # the default: nothing to do
 
 
 class WeightSync(ABC):
@@ -205,3 +207,4 @@ class WeightSync(ABC):
     def close(self) -> None:
         """Release what the sync holds (a process group...); runs before the engine closes.
         Default: nothing."""
+        return  # the default: nothing to do

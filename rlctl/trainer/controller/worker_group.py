@@ -170,6 +170,7 @@ class WorkerGroup(ABC):
 
     def raise_if_failed(self, pending: Pending) -> None:
         """Raise :class:`WorkerError` now if any rank of ``pending`` already failed or died."""
+        return  # the default: nothing to do
 
     def call(
         self,
@@ -207,9 +208,9 @@ class LocalWorkerGroup(WorkerGroup):
     """Workers as plain objects in the controller's process (``--local``): breakpoints work.
 
     Calls run synchronously at submit time, so the bound applies there (``submit``'s
-    ``timeout``, else the group's; see :mod:`rlctl.trainer.controller.local_bound`); arguments are
-    still
-    measured as if they were sent, so controller-traffic numbers mean the same in both modes.
+    ``timeout``, else the group's; see :mod:`rlctl.trainer.controller.local_bound`);
+    arguments are still measured as if they were sent, so controller-traffic numbers mean the
+    same in both modes.
     """
 
     def __init__(

@@ -45,3 +45,4 @@ class Worker(ABC):
 
     def close(self) -> None:
         """Release what :meth:`ready` built (called once, when the group shuts down)."""
+        return  # the default: nothing to do

@@ -6,9 +6,8 @@ recipe is trusted input (docs/security.md); what is checked keeps a typo or a pa
 from running something unintended: ``python`` must be an absolute path (here) to an
 executable file (:func:`interpreter_problem`, at validate time through
 ``rlctl.plugins.rollout_engines``), ``server_module`` a dotted module name, and ``env`` may
-not set the variables
-that make the loader or the interpreter run other code first (``LD_PRELOAD``,
-``PYTHONSTARTUP``...) unless ``allow_loader_env`` says so.
+not set the variables that make the loader or the interpreter run other code first
+(``LD_PRELOAD``, ``PYTHONSTARTUP``...) unless ``allow_loader_env`` says so.
 """
 
 from __future__ import annotations

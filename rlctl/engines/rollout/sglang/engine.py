@@ -12,10 +12,9 @@ Requests: ``POST /generate`` with ``input_ids``, ``sampling_params`` (including 
 honours ``sampling_seed`` only with ``deterministic_inference = true``, which its CPU attention
 backend (``torch_native``) does not support: on CPU samples are not reproducible run to run.
 SGLang's sampler returns ``log(softmax(logits / T))`` of the sampled token, over the whole
-vocabulary, which is exactly the trainer's ``log_softmax(logits / T)`` (greedy requests: T = 1, also
-the trainer's
-convention). With top-k / top-p the value is still that of the temperature-scaled distribution,
-not of the truncated one.
+vocabulary, which is exactly the trainer's ``log_softmax(logits / T)`` (greedy requests:
+T = 1, also the trainer's convention). With top-k / top-p the value is still that of the
+temperature-scaled distribution, not of the truncated one.
 
 Weight versions: servers we start begin at ``--weight-version 0``; every update passes the new
 version, and every answer carries the version the server generated with

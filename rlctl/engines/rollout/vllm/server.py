@@ -10,10 +10,10 @@ weight sync). Launching, health checks and reaping are
 Native weight sync (``[engines.rollout.weight_sync_options] method = "native"``): the server gets
 ``--weight-transfer-config {"backend": ...}`` (``rlctl_cpu`` for the ``file`` / ``http_bytes``
 transports, vLLM's ``nccl`` / ``ipc`` otherwise) and rlctl's worker extension
-(``rlctl/engines/rollout/vllm/worker/rlctl_vllm_ext.py``, which registers ``rlctl_cpu``), found
-through a
-``PYTHONPATH`` that holds only that directory: vLLM's environment does not have rlctl installed,
-and the trainer's own ``PYTHONPATH`` is removed so its packages do not leak in.
+(``rlctl/engines/rollout/vllm/worker/rlctl_vllm_ext.py``, which registers ``rlctl_cpu``),
+found through a ``PYTHONPATH`` that holds only that directory: vLLM's environment does not
+have rlctl installed, and the trainer's own ``PYTHONPATH`` is removed so its packages do not
+leak in.
 """
 
 from __future__ import annotations

@@ -136,7 +136,8 @@ def test_top_p_renormalises_the_kept_tokens(engine):
             logits = engine.model(ids).logits[:, len(prompt) - 1 : -1]
             untruncated, _ = token_log_probs(logits, torch.tensor(g.token_ids)[None], 1.0, False)
             # Truncation renormalises: each kept token is at least as likely as before.
-            assert all(a >= b - 1e-6 for a, b in zip(g.log_probs, untruncated[0].tolist()))
+            assert all(a >= b - 1e-6 for a, b in zip(g.log_probs, untruncated[0].tolist(),
+                                                 strict=True))
     assert sum(map(len, (g.token_ids for g in nucleus))) > 0
     assert [g.log_probs for g in full] != [g.log_probs for g in nucleus]
 

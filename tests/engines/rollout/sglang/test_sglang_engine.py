@@ -197,7 +197,8 @@ def test_bad_requests_are_named_errors_and_leave_the_server_serving(engine):
     after = greedy(engine, n=4)  # same tokens; log-probs within float noise (batching differs)
     assert [g.token_ids for g in after] == [g.token_ids for g in before]
     assert (
-        max(abs(a - b) for g, h in zip(after, before) for a, b in zip(g.log_probs, h.log_probs))
+        max(abs(a - b) for g, h in zip(after, before, strict=True)
+            for a, b in zip(g.log_probs, h.log_probs, strict=True))
         < LOG_PROB_ATOL
     )
 
