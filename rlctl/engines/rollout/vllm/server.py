@@ -77,8 +77,9 @@ def vllm_server_command(
         # Log-probs of the distribution tokens are drawn from (after temperature / top-k /
         # top-p), like the hf engine: the importance ratio in the loss needs exactly that.
         "--logprobs-mode", "processed_logprobs",
-        "--disable-log-stats",
     ]
+    if not options.log_stats:
+        argv.append("--disable-log-stats")
     if eager:
         argv.append("--enforce-eager")
     if on_cpu and not any(a.endswith("chunked-prefill") for a in options.extra_args):

@@ -33,7 +33,9 @@ pytestmark = [requires_sglang_env, pytest.mark.slow, pytest.mark.timeout(300)]
 
 def partial_recipe(checkpoint: Path) -> Recipe:
     recipe = tiny_recipe(str(checkpoint), python=SGLANG_PYTHON, startup_timeout_s=300,
-                         ignore_eos=True)  # every response is exactly MAX_NEW tokens
+                         ignore_eos=True,  # every response is exactly MAX_NEW tokens
+                         # the decoded-token counter the checks wait on, updated every step
+                         extra_args=["--enable-metrics", "--decode-log-interval", "1"])
     data = recipe.model_dump()
     # partial rollouts need a streaming policy (config checks)
     data["algorithm"]["staleness"].update(policy="bounded", partial_rollout="resume")
@@ -53,5 +55,7 @@ def engine(tmp_path_factory):
 class TestSGLangPartial(PartialRolloutChecks):
     name = "sglang"
     abort_path = "abort_request"
+    # decoded tokens, counted at every decode step (--decode-log-interval 1 above)
+    metric = r'sglang:realtime_tokens_total\{[^}]*mode="decode"[^}]*\}'
     sync = SGLangWeightSync
     state = staticmethod(sharpened_state)
