@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from rlctl.protocol.refs import is_reference
+from rlctl.trainer.controller.heartbeat import Heartbeat
 from rlctl.trainer.worker.contract import Worker
 
 R = TypeVar("R")
@@ -169,8 +170,9 @@ class WorkerGroup(ABC):
         """Stop the workers."""
 
     def raise_if_failed(self, pending: Pending) -> None:
-        """Raise :class:`WorkerError` now if any rank of ``pending`` already failed or died."""
-        return  # the default: nothing to do
+        """Raise :class:`WorkerError` now if any rank of ``pending`` already failed or died,
+        or stopped answering the heartbeat (:mod:`rlctl.trainer.controller.heartbeat`)."""
+        return  # the default (ranks in this process): nothing to do
 
     def call(
         self,
@@ -302,6 +304,7 @@ class RayWorkerGroup(WorkerGroup):
             for kwargs in init_kwargs
         ]
         self.stopped: set[int] = set()  # ranks that failed a liveness check: not waited for again
+        self.heartbeat = Heartbeat(lambda rank: self._method(rank, "pid").remote())
 
     def submit(
         self, method: Callable[..., Any], per_rank: Sequence[dict[str, Any]],
@@ -347,6 +350,7 @@ class RayWorkerGroup(WorkerGroup):
             ready, waiting = ray.wait(waiting, num_returns=len(waiting), timeout=slice_s)
             for ref in ready:
                 results[rank_of[ref]] = self._result(pending.method, rank_of[ref], ref)
+            self._check_heartbeat(pending.method, sorted(rank_of[r] for r in waiting))
         ordered = [results[rank] for rank, _ in pending.handles]
         for result in ordered:
             self.meter.count(pending.method, result, outgoing=False)
@@ -388,7 +392,7 @@ class RayWorkerGroup(WorkerGroup):
         from ray.exceptions import RayError
 
         ranks = list(range(self.world_size)) if ranks is None else list(ranks)
-        checks = {self.actors[r].pid.remote(): r for r in ranks}
+        checks = {self._method(r, "pid").remote(): r for r in ranks}
         deadline = time.monotonic() + LIVENESS_TIMEOUT_S
         waiting = list(checks)
         answered: set[int] = set()
@@ -404,6 +408,14 @@ class RayWorkerGroup(WorkerGroup):
         self.stopped.update(silent)
         return silent
 
+    def _check_heartbeat(self, method: str, ranks: list[int]) -> None:
+        """Raise naming the ranks of ``ranks`` that stopped answering the heartbeat."""
+        stopped = self.heartbeat.beat(ranks)
+        if stopped:
+            self.stopped.update(stopped)
+            raise WorkerError(f"{', '.join(self.who(r) for r in stopped)} stopped answering "
+                              f"during {method}: {self.heartbeat.describe()}")
+
     def raise_if_failed(self, pending: Pending) -> None:
         import ray
 
@@ -415,6 +427,8 @@ class RayWorkerGroup(WorkerGroup):
         for rank, ref in pending.handles:
             if ref.hex() in ready_ids:
                 self._result(pending.method, rank, ref)
+        self._check_heartbeat(pending.method,
+                              [rank for rank, ref in pending.handles if ref.hex() not in ready_ids])
 
     def shutdown(self, grace_s: float = 10.0) -> None:
         """Close every rank (all at once, one bound for all), then kill the actors.

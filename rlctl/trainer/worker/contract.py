@@ -17,11 +17,12 @@ from typing import ClassVar
 class Worker(ABC):
     """Base of the trainer's worker classes (training, rollout, reward workers)."""
 
-    concurrency_groups: ClassVar[dict[str, int]] = {}
+    concurrency_groups: ClassVar[dict[str, int]] = {"liveness": 1}
     """Ray concurrency groups: name -> threads. Methods named in :attr:`method_groups` run on
-    their group's threads (a weight update must not queue behind generate calls); every other
-    method shares the actor's default threads."""
-    method_groups: ClassVar[dict[str, str]] = {}
+    their group's threads (a weight update must not queue behind generate calls; the liveness
+    check must not queue behind anything); every other method shares the actor's default
+    threads. A subclass that adds a group keeps ``liveness``."""
+    method_groups: ClassVar[dict[str, str]] = {"pid": "liveness"}
     """Method name -> its concurrency group."""
     joins_process_group: ClassVar[bool] = False
     """The group's ranks form one torch.distributed world: rank 0 answers

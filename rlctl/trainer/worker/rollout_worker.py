@@ -65,8 +65,9 @@ class RolloutWorker(Worker):
     # Ray runs update_weights on a thread of its own (RayWorkerGroup): a weight update reaches
     # the engine while a generate call runs (partial rollouts abort its requests there),
     # however many generate calls wait their turn on the default threads.
-    concurrency_groups: ClassVar[dict[str, int]] = {"weights": 1}
-    method_groups: ClassVar[dict[str, str]] = {"update_weights": "weights"}
+    concurrency_groups: ClassVar[dict[str, int]] = {**Worker.concurrency_groups, "weights": 1}
+    method_groups: ClassVar[dict[str, str]] = {**Worker.method_groups,
+                                               "update_weights": "weights"}
 
     def __init__(
         self, loaded: LoadedRecipe, plane: Any, rank: int = 0, threads: int | None = None
