@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlctl.migrate.inputs import InputError, read_text
 from rlctl.migrate.ledger import Ledger, Problem
 from rlctl.migrate.shell import ScriptCall, ScriptError, read_script
 from rlctl.migrate.translate_algorithm import (
@@ -28,7 +29,7 @@ from rlctl.migrate.translate_engines import (
     translate_schedule,
 )
 from rlctl.migrate.translate_optim import put_optim, read_optim, translate_critic
-from rlctl.migrate.translate_reward_model import translate_reward_model
+from rlctl.migrate.translate_reward_model import reward_keys, translate_reward_model
 from rlctl.migrate.verl_config import Override, VerlConfigError, load_verl_config
 
 
@@ -45,6 +46,8 @@ class Inputs:
     """``--var NAME=VALUE``: the environment the script reads."""
     rewards: Sequence[str] = ()
     train_rows: int | None = None
+    verl_version: str | None = None
+    """``--verl-version``: the release whose defaults the config is compared with."""
 
 
 @dataclass
@@ -71,7 +74,7 @@ def gather_overrides(inputs: Inputs) -> tuple[list[Override], ScriptCall | None,
     if inputs.script is not None:
         try:
             call = read_script(inputs.script, inputs.variables)
-        except (ScriptError, OSError) as exc:
+        except ScriptError as exc:
             return [], None, [Problem("--verl-script", str(exc))]
         for name, uses in call.unresolved.items():
             where = "; ".join(uses[:2]) + (" ..." if len(uses) > 2 else "")
@@ -88,9 +91,9 @@ def gather_overrides(inputs: Inputs) -> tuple[list[Override], ScriptCall | None,
         out += [Override(o, name) for o in call.overrides]
     if inputs.overrides_file is not None:
         try:
-            lines = Path(inputs.overrides_file).read_text(encoding="utf-8").splitlines()
-        except OSError as exc:
-            return [], call, [Problem("--overrides-file", f"cannot read it: {exc}")]
+            lines = read_text(Path(inputs.overrides_file), "overrides file").splitlines()
+        except InputError as exc:
+            return [], call, [Problem("--overrides-file", str(exc))]
         for number, line in enumerate(lines, start=1):
             text = line.strip()
             if text and not text.startswith("#"):
@@ -113,13 +116,13 @@ def migrate(inputs: Inputs) -> Migration:
     if problems:
         return migration
     try:
-        cfg = load_verl_config(inputs.verl_yaml, overrides)
+        cfg = load_verl_config(inputs.verl_yaml, overrides, config_name=_config_name(call),
+                               verl_version=inputs.verl_version)
     except VerlConfigError as exc:
         migration.problems.append(Problem(str(inputs.verl_yaml), str(exc)))
         return migration
     lg = Ledger(cfg)
     migration.ledger = lg
-    _config_name_matches(lg, call)
     names = _registry_names()
     layout = translate_layout(lg)
     estimator = translate_estimator(lg, names["advantage_estimator"])
@@ -142,9 +145,10 @@ def migrate(inputs: Inputs) -> Migration:
         translate_rollout(lg, layout)
         log_prob_micro(lg, batch.data_parallel_size if batch else layout.world)
     translate_model(lg)
-    reward_model = translate_reward_model(lg)
-    translate_data(lg, list(inputs.rewards), names["reward_function"], reward_model)
-    translate_reward_manager(lg, reward_model is not None)
+    reward = reward_keys(lg)
+    reward_model = translate_reward_model(lg, reward)
+    translate_data(lg, list(inputs.rewards), names["reward_function"], reward_model, reward.custom)
+    translate_reward_manager(lg, reward_model is not None, reward)
     translate_dynamic_sampling(lg, list(inputs.rewards), reward_model is not None)
     translate_schedule(lg, steps)
     translate_run(lg, layout.backend if layout else None)
@@ -166,16 +170,10 @@ def _clip_agrees(lg: Ledger) -> None:
                  "set both to the same value")
 
 
-def _config_name_matches(lg: Ledger, call: ScriptCall | None) -> None:
+def _config_name(call: ScriptCall | None) -> str | None:
     if call is None:
-        return
-    name = call.hydra_flags.get("--config-name") or call.hydra_flags.get("-cn") or ""
-    strategy = lg.value("actor_rollout_ref.actor.strategy")
-    wants_megatron = "megatron" in name
-    if wants_megatron != (strategy == "megatron"):
-        lg.problems.append(Problem(
-            "--config-name", f"the script composes {name or 'ppo_trainer'}, but the YAML given "
-            f"is a {strategy} config", "give the matching _generated_*.yaml"))
+        return None
+    return call.hydra_flags.get("--config-name") or call.hydra_flags.get("-cn")
 
 
 def _count_rows(lg: Ledger) -> int | None:
