@@ -88,6 +88,8 @@ def migrate(
                     variables=_pairs(var, "--var"), rewards=list(reward or []),
                     train_rows=train_rows, verl_version=verl_version)
     result = run_migration(inputs)
+    if result.input_error is not None:  # unreadable or malformed input: one line, nothing else
+        fail(result.input_error, code=EXIT_USAGE)
     text = None
     derived = None
     if not result.problems:

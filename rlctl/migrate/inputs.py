@@ -16,6 +16,7 @@ MAX_YAML_BYTES = 8 << 20
 """verl's composed config is ~40 KB."""
 MAX_YAML_DEPTH = 64
 MAX_YAML_ALIASES = 256
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when PyYAML was built with it
 MAX_YAML_VALUES = 200_000
 """Scalars and collections after aliases are expanded (verl's config: ~2,000)."""
 
@@ -54,7 +55,7 @@ def check_yaml(text: str, where: str) -> None:
     """Refuse YAML that is malformed, nested too deeply, alias-bombed or tagged to run code."""
     bounds = _Bounds(where)
     try:
-        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        for event in yaml.parse(text, Loader=_LOADER):
             bounds.see(event)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)

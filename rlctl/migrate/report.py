@@ -82,6 +82,9 @@ def _header(m: Migration) -> list[str]:
             out.append(f"   {g.text} ({g.origin}): {g.note}")
         for o in lg.cfg.hydra_keys:
             out.append(f"   {o.text}: Hydra's own setting, not part of the run's config")
+        for key, o in lg.cfg.deleted.items():
+            out.append(f"   {o.text} ({o.origin}): {key} deleted; the migration reads it as "
+                       "unset (verl falls back to its code's default)")
     return out
 
 

@@ -194,6 +194,8 @@ RULES: tuple[Rule, ...] = (
     perf("actor_rollout_ref.rollout.data_parallel_size", (1,), "rollout layout"),
     perf("actor_rollout_ref.rollout.expert_parallel_size", (1,), "rollout layout"),
     perf("actor_rollout_ref.rollout.pipeline_model_parallel_size", (1,), "rollout layout"),
+    perf("actor_rollout_ref.rollout.moe_tensor_parallel_size", (None, 1), "rollout layout (the "
+         "experts' tensor parallelism in the rollout server)"),
     perf("actor_rollout_ref.rollout.engine_kwargs.*", ({}, None), "extra engine arguments "
          "(pass them in [engines.rollout.options] extra_args)"),
     only("actor_rollout_ref.rollout.agent.agent_loop_config_path", (None,), "custom agent loops"),
@@ -324,11 +326,11 @@ def _unknown(lg: Ledger, key: str, value: Any) -> None:
 def _fix(lg: Ledger, key: str, neutral: Any) -> str:
     """How to undo the user's setting: the override that made it, or the value to put back."""
     override = lg.cfg.touched.get(key)
-    if override is not None and neutral is None:
-        return f"remove {override.text!r} ({override.origin})"
-    if key in lg.cfg.defaults and neutral is None:
-        return f"set it back to verl's default ({lg.cfg.defaults[key]!r})"
-    if neutral is None or _off_like(neutral):
-        return "remove the setting" if override is None else \
-            f"remove {override.text!r} ({override.origin})"
-    return f"set it to {neutral!r}"
+    if override is not None:
+        if neutral is None or _off_like(neutral):
+            return f"remove {override.text!r} ({override.origin})"
+        return f"set it to {neutral!r}"
+    target = neutral if neutral is not None else lg.cfg.defaults.get(key)
+    if neutral is not None or key in lg.cfg.defaults:
+        return f"set it back to {target!r} in the YAML"
+    return "remove it from the YAML"

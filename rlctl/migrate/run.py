@@ -60,6 +60,8 @@ class Migration:
     overrides: list[Override]
     verl_batch: VerlBatch | None = None
     problems: list[Problem] = field(default_factory=list)
+    input_error: str | None = None
+    """An input that cannot be read as what it should be (one line; nothing else is done)."""
 
     @property
     def recipe(self) -> dict[str, Any]:
@@ -67,39 +69,42 @@ class Migration:
 
 
 def gather_overrides(inputs: Inputs) -> tuple[list[Override], ScriptCall | None, list[Problem]]:
-    """Script overrides, then the file's, then the arguments (later ones win, as in Hydra)."""
+    """Script overrides, then the file's, then the arguments (later ones win, as in Hydra).
+
+    Raises :class:`ScriptError` / :class:`InputError` for a script or file that cannot be read.
+    """
     out: list[Override] = []
     problems: list[Problem] = []
     call = None
     if inputs.script is not None:
-        try:
-            call = read_script(inputs.script, inputs.variables)
-        except ScriptError as exc:
-            return [], None, [Problem("--verl-script", str(exc))]
-        for name, uses in call.unresolved.items():
-            where = "; ".join(uses[:2]) + (" ..." if len(uses) > 2 else "")
-            problems.append(
-                Problem(
-                    name if name.startswith(("$", "`")) else f"${name}",
-                    f"shell variable not set by the script (used in: {where})",
-                    f"pass --var {name}=VALUE (the migration never guesses it)"
-                    if not name.startswith(("$", "`"))
-                    else "replace the command substitution with its value in an override",
-                )
-            )
+        call = read_script(inputs.script, inputs.variables)
+        problems += [_unresolved(call, name, uses) for name, uses in call.unresolved.items()]
         name = Path(inputs.script).name
         out += [Override(o, name) for o in call.overrides]
     if inputs.overrides_file is not None:
-        try:
-            lines = read_text(Path(inputs.overrides_file), "overrides file").splitlines()
-        except InputError as exc:
-            return [], call, [Problem("--overrides-file", str(exc))]
+        lines = read_text(Path(inputs.overrides_file), "overrides file").splitlines()
         for number, line in enumerate(lines, start=1):
             text = line.strip()
             if text and not text.startswith("#"):
                 out.append(Override(text, f"{Path(inputs.overrides_file).name}:{number}"))
     out += [Override(o, "argument") for o in inputs.overrides]
     return out, call, problems
+
+
+def _unresolved(call: ScriptCall, name: str, uses: tuple[str, ...]) -> Problem:
+    """A script variable nothing set: which overrides need it, and how to give it."""
+    where = "; ".join(uses[:2]) + (" ..." if len(uses) > 2 else "")
+    if not name.startswith(("$", "`")):
+        branch = call.branches.get(name)
+        why = (f"the script branches on it ({branch}) and sets what these use differently"
+               if branch else "shell variable not set by the script")
+        return Problem(f"${name}", f"{why} (used in: {where})",
+                       f"pass --var {name}=VALUE (the migration never guesses it)")
+    # a $(command) in a variable's default: setting the variable skips it
+    owners = [v for v, default in call.defaults_taken.items() if name in default]
+    fix = (f"pass --var {owners[0]}=VALUE (its default runs {name})" if owners
+           else "replace the command substitution with its value in an override")
+    return Problem(name, f"a command the migration does not run (used in: {where})", fix)
 
 
 def _registry_names() -> dict[str, list[str]]:
@@ -111,7 +116,10 @@ def _registry_names() -> dict[str, list[str]]:
 
 def migrate(inputs: Inputs) -> Migration:
     """Run every translator; the result has problems, or a recipe for every key accounted."""
-    overrides, call, problems = gather_overrides(inputs)
+    try:
+        overrides, call, problems = gather_overrides(inputs)
+    except (ScriptError, InputError) as exc:
+        return Migration(inputs, None, None, [], input_error=str(exc))
     migration = Migration(inputs, None, call, overrides, problems=problems)
     if problems:
         return migration
@@ -119,7 +127,7 @@ def migrate(inputs: Inputs) -> Migration:
         cfg = load_verl_config(inputs.verl_yaml, overrides, config_name=_config_name(call),
                                verl_version=inputs.verl_version)
     except VerlConfigError as exc:
-        migration.problems.append(Problem(str(inputs.verl_yaml), str(exc)))
+        migration.input_error = str(exc)
         return migration
     lg = Ledger(cfg)
     migration.ledger = lg
@@ -177,23 +185,35 @@ def _config_name(call: ScriptCall | None) -> str | None:
 
 
 def _count_rows(lg: Ledger) -> int | None:
-    """Rows of the training files when they are here to count (parquet metadata, JSONL lines)."""
+    """Rows of the training files when they are here to count (parquet metadata, JSONL lines);
+    None when any is missing or unreadable (then --train-rows is asked for)."""
     files = lg.value("data.train_files")
     files = [files] if isinstance(files, str) else list(files or [])
     total = 0
     for name in files:
         path = Path(str(name)).expanduser()
-        if not path.is_file():
+        rows = _rows_in(path) if path.is_file() else None
+        if rows is None:
             return None
-        if path.suffix == ".parquet":
-            try:
-                import pyarrow.parquet as pq
-            except ImportError:
-                return None
-            total += pq.ParquetFile(path).metadata.num_rows
-        elif path.suffix == ".jsonl":
-            with path.open(encoding="utf-8") as fh:
-                total += sum(1 for line in fh if line.strip())
-        else:
-            return None
+        total += rows
     return total if files else None
+
+
+def _rows_in(path: Path) -> int | None:
+    if path.suffix == ".parquet":
+        try:
+            import pyarrow.parquet as pq
+            from pyarrow import ArrowException
+        except ImportError:
+            return None
+        try:
+            return pq.ParquetFile(path).metadata.num_rows
+        except (ArrowException, OSError):
+            return None
+    if path.suffix == ".jsonl":
+        try:
+            with path.open(encoding="utf-8") as fh:
+                return sum(1 for line in fh if line.strip())
+        except (OSError, UnicodeDecodeError):
+            return None
+    return None

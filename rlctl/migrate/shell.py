@@ -290,13 +290,14 @@ class _Runner:
         subject = self.ex.word(self.text(node.child_by_field_name("value")))
         items = [c for c in node.named_children if c.type == "case_item"]
         if subject.unresolved:
+            names = self._names(node.child_by_field_name("value"))
             branches = [lambda it=it: self.run_all(self._item_body(it)) for it in items]
             has_default = any(self.text(p) == "*" for it in items
                               for p in it.children_by_field_name("value"))
             if not has_default:
                 branches.append(lambda: True)
             return self.fork(branches, f"case {self.text(node.child_by_field_name('value'))}",
-                             node, set(subject.unresolved))
+                             node, names)
         for item in items:
             patterns = [self.ex.word(self.text(p)).text
                         for p in item.children_by_field_name("value")]
@@ -357,9 +358,13 @@ class _Runner:
         stack = [node]
         while stack:
             n = stack.pop()
-            if n.type in ("simple_expansion", "expansion", "command_substitution"):
-                word = self.ex.word(self.text(n))
-                out |= word.unresolved
+            if n.type == "command_substitution":
+                out.add(self.text(n))
+            elif n.type in ("simple_expansion", "expansion"):
+                if self.ex.word(self.text(n)).unresolved:
+                    # the variable itself (DEVICE), not what made it unknown: --var decides it
+                    name = next((c for c in n.named_children if c.type == "variable_name"), n)
+                    out.add(self.text(name))
             else:
                 stack.extend(n.named_children)
         return out or {self.text(node).strip()[:40]}

@@ -60,6 +60,8 @@ class VerlConfig:
     """Overrides of Hydra's own settings (``hydra.*``): no effect on the run's config."""
     groups: list[GroupChoice] = field(default_factory=list)
     """Config-group choices the overrides made."""
+    deleted: dict[str, Override] = field(default_factory=dict)
+    """Keys (or tables) an override deleted (``~key``), and the override."""
     node: Any = None
     """The OmegaConf config, to evaluate a default's interpolation in this run's context."""
 
@@ -156,9 +158,11 @@ def _load(path: Path) -> tuple[Any, str]:
         check_yaml(text, str(path))
     except InputError as exc:
         raise VerlConfigError(str(exc)) from None
+    import yaml
+
     try:
         cfg = OmegaConf.create(text)
-    except (OmegaConfBaseException, ValueError) as exc:
+    except (OmegaConfBaseException, ValueError, yaml.YAMLError) as exc:  # duplicate keys...
         first = str(exc).strip().splitlines()[0]
         raise VerlConfigError(f"{path}: not a config OmegaConf can load: {first}") from None
     if not OmegaConf.is_dict(cfg) or "actor_rollout_ref" not in cfg:
@@ -192,10 +196,13 @@ def load_verl_config(path: str | Path, overrides: Sequence[Override], *,
     _resolved(cfg, str(path))  # the YAML resolves on its own
     touched_prefixes: dict[str, Override] = {}
     hydra_keys: list[Override] = []
+    deleted: dict[str, Override] = {}
     for override, parsed_override in keys:
         key = _apply(cfg, override, parsed_override)
         if key is None:
             hydra_keys.append(override)
+        elif override.text.startswith("~"):
+            deleted[key] = override
         else:
             touched_prefixes[key] = override
     values = _resolved(cfg, f"{path} with the overrides")
@@ -207,7 +214,7 @@ def load_verl_config(path: str | Path, overrides: Sequence[Override], *,
                 touched[leaf] = override
     return VerlConfig(values=values, raw=final_raw, defaults=baseline.defaults,
                       baseline=baseline, touched=touched, hydra_keys=hydra_keys,
-                      groups=choices, node=cfg)
+                      groups=choices, deleted=deleted, node=cfg)
 
 
 def _parse(override: Override) -> Any:
@@ -236,10 +243,17 @@ def _apply(cfg: Any, override: Override, parsed: Any) -> str | None:
     if key == "hydra" or key.startswith("hydra."):
         return None
     exists = _exists(cfg, key)
+    current = OmegaConf.select(cfg, key, throw_on_missing=False) if exists else None
     try:
         if parsed.type == OverrideType.DEL:
-            if not exists:
-                raise VerlConfigError(f"{where}: cannot delete {key}: it is not in the config")
+            # Hydra: ~key needs a value there; ~key=value needs that value
+            expected = parsed.value()
+            if current is None:
+                raise VerlConfigError(f"{where}: cannot delete {key}: it is not in the config "
+                                      "(or is null)")
+            if expected is not None and expected != current:
+                raise VerlConfigError(f"{where}: cannot delete {key}: its value is {current!r}, "
+                                      f"not {expected!r}")
             parent, _, leaf = key.rpartition(".")
             node = OmegaConf.select(cfg, parent) if parent else cfg
             del node[leaf]
@@ -249,7 +263,9 @@ def _apply(cfg: Any, override: Override, parsed: Any) -> str | None:
             raise VerlConfigError(
                 f"{where}: {key} is not in the verl config; Hydra refuses to add keys without "
                 f"+ (write +{override.text} if the key is meant to be new)")
-        if parsed.type == OverrideType.ADD and exists:
+        # Hydra: +key adds where nothing (or null) is, and merges tables and lists
+        if parsed.type == OverrideType.ADD and current is not None \
+                and not isinstance(value, dict | list):
             raise VerlConfigError(
                 f"{where}: {key} is already in the verl config; Hydra refuses + on an existing "
                 f"key (write {override.text.lstrip('+')}, or ++ to set it either way)")

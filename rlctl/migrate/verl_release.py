@@ -92,7 +92,8 @@ def releases() -> tuple[Release, ...]:
     for entry in folder.iterdir():
         if not entry.name.endswith(".yaml"):
             continue
-        data = yaml.safe_load(entry.read_text(encoding="utf-8"))  # rlctl's own data file
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when PyYAML has it
+        data = yaml.load(entry.read_text(encoding="utf-8"), Loader=loader)
         fsdp = data["fsdp"]
         megatron = copy.deepcopy(fsdp)
         for key in data["megatron_delta"]["removed"]:
