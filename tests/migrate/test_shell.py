@@ -98,8 +98,8 @@ n=${#EXTRA[@]}
 "${LAUNCH[@]}" -m verl.trainer.main_ppo "${DATA[@]}" "${EXTRA[@]}" trainer.n_gpus_per_node=$n
 """)
     assert call.overrides == ("data.train_batch_size=64",
-                              "data.train_files=['a.parquet', 'b.parquet']", "trainer.nnodes=2", 'trainer.logger=["console"]',
-                              "trainer.n_gpus_per_node=2")
+                              "data.train_files=['a.parquet', 'b.parquet']", "trainer.nnodes=2",
+                              'trainer.logger=["console"]', "trainer.n_gpus_per_node=2")
     assert call.defaults_taken == {"BSZ": "64"}
 
 
