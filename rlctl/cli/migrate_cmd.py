@@ -73,9 +73,10 @@ def migrate(
 ) -> None:
     """Turn a verl config plus the overrides of its launch script into an rlctl recipe.
 
-    Prints a report: every verl key mapped (to which rlctl key), dropped (no effect here) or
-    unsupported (and why). Exit 2, writing nothing, when a setting cannot be migrated
-    faithfully or a script variable is unset.
+    Prints a report of what you set (in the script, the overrides or your YAML): mapped (to
+    which rlctl key), with no effect here (and why), or refused (why, and the fix); keys at
+    verl's default are counted (--verbose lists them) and never refused. Exit 2, writing
+    nothing, when a setting cannot be migrated faithfully or a script variable is unset.
     """
     from rlctl.migrate.report import render_report
     from rlctl.migrate.run import Inputs

@@ -127,9 +127,13 @@ def render_report(m: Migration, *, rlctl_derived: Mapping[str, int] | None = Non
         out += ["", "notes:", *[f"   {n}" for n in lg.notes]]
     legend = "(*: set by an override; y: in your YAML, not verl's default)"
     if refused:
-        out += ["", f"refused ({len(refused)}): cannot be migrated faithfully (fixes below)"]
-        out += [(_yours(e) if e.changed else f"   {e.key} = {_show(e.value)}") + f": {e.note}"
-                for e in refused]
+        fixes = {p.key: p.fix for p in m.problems if p.fix}
+        out += ["", f"refused ({len(refused)}): cannot be migrated faithfully; why, and the fix"]
+        for e in refused:
+            out.append((_yours(e) if e.changed else f"   {e.key} = {_show(e.value)}")
+                       + f": {e.note}")
+            if e.key in fixes:
+                out.append(f"       fix: {fixes[e.key]}")
     out += ["", f"set by you and mapped ({len(mapped)}): verl key = value -> rlctl key {legend}"]
     out += [_yours(e) + f" -> {e.note}" for e in mapped]
     if no_effect:
