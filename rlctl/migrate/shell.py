@@ -32,6 +32,9 @@ __all__ = ["ScriptCall", "ScriptError", "read_script"]
 _ENTRY = ("verl.trainer.main_ppo", "verl/trainer/main_ppo.py")
 _MAX_LOOP = 256
 _MAX_DEPTH = 32
+_MAX_STEPS = 100_000
+"""Statements walked, forks included: verl's scripts take hundreds; this bounds a script built
+to make the walk explode (nested undecidable branches double it at each level)."""
 _IGNORED = frozenset({"set", "echo", "printf", "cd", "pushd", "popd", "mkdir", "rm", "cp", "mv",
                       "ln", "touch", "ulimit", "trap", "wait", "sleep", "shift", "source", ".",
                       "ray", "pip", "huggingface-cli", "hf", "wget", "curl", "nvidia-smi",
@@ -100,6 +103,7 @@ class _Runner:
         self.functions: dict[str, Any] = {}
         self.branches: dict[str, str] = {}
         self.depth = 0
+        self.steps = 0
         self.cond = Conditions(self.text, lambda: self.ex)
 
     @property
@@ -119,6 +123,10 @@ class _Runner:
 
     def run(self, node: Any) -> bool | None:
         """Run one statement; its exit status (None: the reader cannot tell)."""
+        self.steps += 1
+        if self.steps > _MAX_STEPS:
+            raise ScriptError(f"more than {_MAX_STEPS:,} statements to walk (nested branches "
+                              "the reader cannot decide?): not a launch script it can read")
         if node.type == "ERROR" or node.is_missing:
             raise ScriptError(f"line {node.start_point[0] + 1}: bash this reader cannot parse: "
                               f"{self.text(node)[:60]!r}")
@@ -403,6 +411,8 @@ def read_script(path: str | Path, env: Mapping[str, str] | None = None) -> Scrip
     runner = _Runner(source, env or {})
     try:
         runner.run(_parse(source).root_node)
+    except RecursionError:
+        raise ScriptError(f"{path}: nested too deeply for the reader") from None
     except _Exit:
         pass
     except ScriptError as exc:

@@ -184,3 +184,16 @@ def test_a_fifo_or_a_binary_file_is_refused_at_once(tmp_path):
     latin.write_bytes(b"python3 -m verl.trainer.main_ppo a=caf\xe9\n")
     with pytest.raises(ScriptError, match="not UTF-8"):
         read_script(latin)
+
+
+def test_a_script_built_to_explode_the_walk_is_refused(tmp_path):
+    # each function calls the one before on both ways of a branch on an unset variable:
+    # 2**30 walks without a bound
+    text = "f0() { v=1; }\n" + "".join(
+        f'f{k}() {{ if [ "$X{k}" = a ]; then f{k - 1}; else f{k - 1}; fi; }}\n'
+        for k in range(1, 31)) + "f30\n"
+    with pytest.raises(ScriptError, match="statements to walk"):
+        _read(tmp_path, text + "python3 -m verl.trainer.main_ppo a=1\n")
+    deep = "A=" + "${B:-" * 5000 + "x" + "}" * 5000 + "\npython3 -m verl.trainer.main_ppo a=$A\n"
+    with pytest.raises(ScriptError, match="nested too deeply|cannot parse"):
+        _read(tmp_path, deep)
