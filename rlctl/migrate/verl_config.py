@@ -227,6 +227,8 @@ def _parse(override: Override) -> Any:
     except HydraException as exc:
         first = str(exc).strip().splitlines()[0]
         raise VerlConfigError(f"{where}: not a Hydra override: {first}") from None
+    except RecursionError:
+        raise VerlConfigError(f"{where}: nested too deeply to be a verl override") from None
     if parsed.is_sweep_override():
         raise VerlConfigError(f"{where}: a multirun sweep is many configs, not one; give one value")
     return parsed

@@ -69,6 +69,7 @@ def test_deleting_a_key() -> None:
     ("+trainer.nnodes=2", "Hydra refuses + on an existing key"),
     ("trainer.nnodes=1,2", "a multirun sweep"),
     ("trainer.nnodes=[", "not a Hydra override"),
+    ("trainer.nnodes=" + "[" * 3000 + "]" * 3000, "nested too deeply"),
     ("model_engine=veomni", "verl's veomni engine; rlctl trains with fsdp (dp) or megatron"),
     ("actor@actor_rollout_ref.actor=mlite_actor", "a config-group choice other than verl's"),
     ("+model_engine=megatron", "adding or deleting a config group"),
