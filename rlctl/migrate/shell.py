@@ -32,7 +32,7 @@ __all__ = ["ScriptCall", "ScriptError", "read_script"]
 _ENTRY = ("verl.trainer.main_ppo", "verl/trainer/main_ppo.py")
 _MAX_LOOP = 256
 _MAX_DEPTH = 32
-_MAX_STEPS = 100_000
+_MAX_STEPS = 20_000
 """Statements walked, forks included: verl's scripts take hundreds; this bounds a script built
 to make the walk explode (nested undecidable branches double it at each level)."""
 _IGNORED = frozenset({"set", "echo", "printf", "cd", "pushd", "popd", "mkdir", "rm", "cp", "mv",
