@@ -113,7 +113,10 @@ def register_rollout_engines(register: Callable[..., None]) -> None:
     ``target`` builds a :class:`rlctl.engines.rollout.contract.RolloutEngine`:
     ``target(spec: RolloutEngineSpec) -> RolloutEngine``; the validated options are
     ``spec.options_as(MyOptions)``.
-    Metadata: ``weight_sync`` (str, default weight-sync method name for this engine).
+    Metadata: ``weight_sync`` (str, default weight-sync method name for this engine);
+    ``partial_rollout`` (bool, default ``False``: it aborts and resumes requests at a weight
+    update); ``json_schema`` (bool, default ``False``: it constrains decoding to
+    ``SamplingParams.json_schema``; the others must raise on it, never ignore it).
     """
 
 

@@ -144,13 +144,34 @@ GenerateFn = Callable[[list[int], SamplingParams], Awaitable[Any]]
 GenerateManyFn = Callable[[list[list[int]], SamplingParams], Awaitable[list[Any]]]
 
 
+class EpisodeError(Exception):
+    """An episode that failed and is scored 0 instead of failing its session.
+
+    A loop raises it from ``run`` when its error policy says so (the ``openai_agent`` loop's
+    ``on_episode_error = "score_zero"``: the agent framework raised, or hit its own turn
+    limit). The rollout worker writes :attr:`outputs` - the turns recorded before the failure;
+    none: one output of the prompt and a single end-of-turn token with loss mask 0, so the
+    session still counts in its group and nothing is trained on - with score 0, without
+    running the reward functions, each tagged ``episode_error`` (the message) and carrying
+    :attr:`metrics` (logged as ``agent/<name>``). Any other exception fails the session.
+    """
+
+    def __init__(
+        self, message: str, outputs: list[AgentOutput], metrics: dict[str, float]
+    ) -> None:
+        super().__init__(message)
+        self.outputs = outputs
+        self.metrics = metrics
+
+
 class AgentLoop(Protocol):
     """What a registered agent loop implements (one instance per rollout worker)."""
 
     async def run(
         self, prompt: PromptRecord, session_id: int, sampling: SamplingParams, generate: GenerateFn
     ) -> list[AgentOutput]:
-        """Produce the outputs of one session; raising marks the session as ``failure``."""
+        """Produce the outputs of one session; raising marks the session as ``failure``
+        (raising :class:`EpisodeError` scores it 0 instead)."""
         ...
 
 
