@@ -105,10 +105,13 @@ class Gateway:
         return session.outputs
 
     # ------------------------------------------------------------------ HTTP
-    def _session(self, request: Any) -> GatewaySession:
+    @staticmethod
+    def _key(request: Any) -> str:
         auth = request.headers.get("Authorization", "")
-        key = auth[len("Bearer "):] if auth.startswith("Bearer ") else ""
-        session = self.sessions.get(key)
+        return auth[len("Bearer "):] if auth.startswith("Bearer ") else ""
+
+    def _session(self, request: Any) -> GatewaySession:
+        session = self.sessions.get(self._key(request))
         if session is None:
             raise GatewayError(401, "unknown session: use the API key of an open episode",
                                "authentication_error")
@@ -157,7 +160,7 @@ class Gateway:
                 return await handler(request)
             except Exception as exc:  # noqa: BLE001 - every failure answers in JSON
                 error = self._middleware_error(exc, request)
-                session = self.sessions.get(request.headers.get("Authorization", "")[7:])
+                session = self.sessions.get(self._key(request))
                 if session is not None and error.status == 400:
                     session.counts["refused_requests"] += 1
                 return web.json_response(error.body(), status=error.status)
@@ -210,7 +213,10 @@ class Gateway:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
                                                "Cache-Control": "no-cache"})
         await response.prepare(request)
-        for event in events:
-            await response.write(event)
-        await response.write_eof()
+        try:
+            for event in events:
+                await response.write(event)
+            await response.write_eof()
+        except ConnectionResetError:  # the client left; the turn is recorded all the same
+            log.info("gateway: a client closed its stream early")
         return response

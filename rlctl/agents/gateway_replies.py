@@ -13,6 +13,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from pydantic import BaseModel
+
 from rlctl.agents.gateway_session import TurnResult
 
 
@@ -124,6 +126,8 @@ def response_object(
     fmt = req.text.format.model_dump(by_alias=True, exclude_none=True) if (
         req.text is not None and req.text.format is not None) else {"type": "text"}
     choice = req.tool_choice
+    if isinstance(choice, BaseModel):
+        choice = choice.model_dump()
     return {
         "id": f"resp_{secrets.token_hex(12)}",
         "object": "response",
@@ -135,8 +139,7 @@ def response_object(
         "instructions": req.instructions,
         "output": _output_items(result, token_texts),
         "parallel_tool_calls": req.parallel_tool_calls is not False,
-        "tool_choice": choice.model_dump() if hasattr(choice, "model_dump") else (
-            choice or "auto"),
+        "tool_choice": choice or "auto",
         "tools": [t.model_dump(exclude_none=True) for t in req.tools or []],
         "max_output_tokens": req.max_output_tokens,
         "previous_response_id": None,

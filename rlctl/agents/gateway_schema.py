@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 Treatment = Literal["honoured", "ignored", "refused"]
 
@@ -79,6 +79,16 @@ Content = Annotated[str | None, BeforeValidator(content_text)]
 
 class _Body(BaseModel):
     model_config = _CONFIG
+
+
+def _function_only(kind: str) -> str:
+    if kind != "function":
+        raise ValueError(f"a {kind!r} tool is not served: the gateway serves function tools "
+                         '(type = "function") that the agent runs itself')
+    return kind
+
+
+FunctionType = Annotated[str, AfterValidator(_function_only)]
 
 
 # ---------------------------------------------------------------------------- chat completions
@@ -151,7 +161,7 @@ class FunctionDef(_Body):
 
 
 class ToolDef(_Body):
-    type: Literal["function"]
+    type: FunctionType
     """Only function tools are served."""
     function: FunctionDef
     """The function."""
@@ -220,8 +230,8 @@ class ChatCompletionsRequest(_Body):
     max_completion_tokens: int | None = honoured(ge=1)
     """As ``max_tokens``."""
     stop: Stop | None = honoured()
-    """Up to 4 strings; the reply ends before the first one (the tokens after it are dropped
-    from the trajectory, never trained on)."""
+    """A string or a list; the reply ends before the first one found (the tokens after it are
+    dropped from the trajectory, never trained on)."""
     stream: bool | None = honoured()
     """Server-sent events in the chunk format (the turn is generated whole, then sent)."""
     stream_options: StreamOptions | None = honoured()
@@ -282,7 +292,7 @@ class ChatCompletionsRequest(_Body):
 
 # ---------------------------------------------------------------------------- responses
 class ResponsesTool(_Body):
-    type: Literal["function"]
+    type: FunctionType
     """Only function tools are served (no hosted tools: web search, files, computer...)."""
     name: str = Field(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")
     """The function's name."""

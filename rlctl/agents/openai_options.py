@@ -18,7 +18,8 @@ class OpenAIAgentOptions(BaseModel):
     """The episode function, ``"package.module:function"``: ``async def agent(client, record)``
     with ``client`` an ``openai.AsyncOpenAI`` bound to this episode's gateway session."""
     max_turns: PositiveInt = 16
-    """Most chat completions per episode; the next one is refused (HTTP 400)."""
+    """Most requests (chat completions or responses) per episode; the next one is refused
+    (HTTP 400)."""
     max_total_tokens: PositiveInt = 8192
     """Most response tokens (generated + rendered messages) per output."""
     episode_timeout_s: PositiveFloat = 600.0

@@ -63,6 +63,11 @@ async def flaky(client, record):
     return 1.0 if reply.choices[0].message.content else 0.5
 
 
+async def always_fails(client, record):
+    """Every episode raises before its first request: all are scored 0, the run goes on."""
+    raise ValueError("unparseable structured output")
+
+
 def not_async(client, record):
     """A plain function: refused at validate."""
     return 1.0

@@ -10,6 +10,7 @@ from rlctl.config.recipe import Recipe
 from rlctl.engines.rollout.contract import Generation, SamplingParams
 from rlctl.models.tiny import build_tiny_tokenizer
 from rlctl.registry import get_registry
+from rlctl.testing.agent_episode import ScriptedChatPolicy
 
 TOK = build_tiny_tokenizer()
 
@@ -91,26 +92,6 @@ def call_then_answer(context: str) -> str:
     return ANSWER if "<tool_response>" in context else TOOL_CALL
 
 
-@dataclass
-class ChatPolicy:
-    """A deterministic chat policy over a chat tokenizer: ``reply(context text)`` is the
-    turn's text, ended by eos, cut at ``max_new_tokens`` / a stop token; log-prob -0.25 a
-    token. It records every request, so a test can check what the engine was given."""
-
-    tokenizer: Any
-    reply: Any = call_then_answer
-    version: int = 0
-    requests: list[tuple[list[int], SamplingParams]] = field(default_factory=list)
-    returned: list[list[int]] = field(default_factory=list)
-
-    async def __call__(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
-        self.requests.append((list(prompt_ids), sampling))
-        text = self.reply(self.tokenizer.decode(prompt_ids, skip_special_tokens=False))
-        out = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        out = [*out, self.tokenizer.eos_token_id][: sampling.max_new_tokens]
-        stops = {self.tokenizer.eos_token_id, *sampling.stop_token_ids}
-        stop = next((i for i, t in enumerate(out) if t in stops), None)
-        out = out if stop is None else out[: stop + 1]
-        self.returned.append(out)
-        return Generation(out, [-0.25] * len(out), "length" if stop is None else "stop",
-                          self.version)
+def chat_policy(tokenizer: Any, reply: Any = call_then_answer) -> ScriptedChatPolicy:
+    """The tests' chat policy: :func:`call_then_answer` unless told otherwise."""
+    return ScriptedChatPolicy(tokenizer, reply)

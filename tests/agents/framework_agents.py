@@ -2,7 +2,7 @@
 (``agent_loop_options.agent = "tests.agents.framework_agents:..."``).
 
 Each gives the model one tool, ``add(a, b)``, and asks the record's prompt; the policy of
-the tests (:class:`tests.agents.agent_helpers.ChatPolicy`) calls it, reads its result and
+the tests (:func:`tests.agents.agent_helpers.chat_policy`) calls it, reads its result and
 answers. Each returns 1.0 when the framework's final answer says ``5``.
 """
 

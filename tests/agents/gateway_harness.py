@@ -14,7 +14,8 @@ from rlctl.agents.gateway import Gateway
 from rlctl.agents.gateway_session import GatewaySession
 from rlctl.engines.rollout.contract import SamplingParams
 from rlctl.models.tiny_chat import build_chat_tokenizer
-from tests.agents.agent_helpers import ChatPolicy
+from rlctl.testing.agent_episode import ScriptedChatPolicy
+from tests.agents.agent_helpers import chat_policy
 
 TOK = build_chat_tokenizer()
 USER = [{"role": "user", "content": "what is 2+3?"}]
@@ -30,7 +31,7 @@ class Harness:
 
     gateway: Gateway
     session: GatewaySession
-    policy: ChatPolicy
+    policy: ScriptedChatPolicy
     http: aiohttp.ClientSession
     client: openai.AsyncOpenAI
 
@@ -54,10 +55,10 @@ class Harness:
 def run(scenario: Callable[[Harness], Awaitable[Any]], *, reply: Any = None,
         max_new_tokens: int = 160, max_total_tokens: int = 800, max_positions: int = 1024,
         json_schema: bool = False, max_turns: int = 8) -> Any:
-    """Start a gateway on a :class:`ChatPolicy`, run ``scenario(harness)``, stop it."""
+    """Start a gateway on a scripted chat policy, run ``scenario(harness)``, stop it."""
 
     async def main() -> Any:
-        policy = ChatPolicy(TOK) if reply is None else ChatPolicy(TOK, reply)
+        policy = chat_policy(TOK) if reply is None else chat_policy(TOK, reply)
         gateway = Gateway(TOK, policy, max_positions=max_positions, json_schema=json_schema)
         await gateway.start()
         session = gateway.open(SamplingParams(max_new_tokens), max_turns=max_turns,

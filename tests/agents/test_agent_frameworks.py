@@ -2,7 +2,7 @@
 a user would: the OpenAI Agents SDK (its default Responses model, and chat completions),
 LangChain + LangGraph's ReAct agent, pydantic-ai; each streaming and not.
 
-The policy is scripted (:class:`~tests.agents.agent_helpers.ChatPolicy`: it calls ``add``,
+The policy is scripted (:func:`~tests.agents.agent_helpers.chat_policy`: it calls ``add``,
 reads the result, answers "The sum is 5." with ``<think>`` blocks a framework may rewrite), so
 a tool call really happens; everything else is real: the framework, its HTTP client, the
 gateway, the chat template. Each episode must be one output of two turns, token for token
@@ -20,7 +20,7 @@ from rlctl.agents.contract import EpisodeError, PromptRecord
 from rlctl.agents.observation import chat_delta_ids
 from rlctl.engines.rollout.contract import SamplingParams
 from rlctl.models.loading import load_tokenizer
-from tests.agents.agent_helpers import TOOL_CALL, ChatPolicy, build_loop, call_then_answer, recipe
+from tests.agents.agent_helpers import TOOL_CALL, build_loop, call_then_answer, chat_policy, recipe
 
 FRAMEWORKS = {
     "openai-agents": ["agents_sdk_responses", "agents_sdk_responses_streamed",
@@ -41,7 +41,7 @@ def make(chat_model_dir):
                    agent_loop_options={"agent": f"tests.agents.framework_agents:{agent}"})
         r = r.model_copy(update={"model": r.model.model_copy(update={"path": str(chat_model_dir)})})
         tok = load_tokenizer(r.model)
-        return build_loop(r, tok), ChatPolicy(tok, reply), tok
+        return build_loop(r, tok), chat_policy(tok, reply), tok
 
     return _make
 

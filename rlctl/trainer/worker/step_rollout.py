@@ -17,7 +17,9 @@ from typing import Any
 
 from rlctl.agents.contract import AgentOutput, EpisodeError, PromptRecord, SamplingParams
 from rlctl.protocol.kv import make_key
+from rlctl.registry import get_registry
 from rlctl.trainer.worker.fields import from_rows
+from rlctl.trainer.worker.reward_sections import reward_fields
 
 log = logging.getLogger(__name__)
 
@@ -162,12 +164,14 @@ class StepRollout:
             weight_version=self.worker.engine.weight_version, num_turns=0, loss_mask=[0])]
         where = f"session {session_id} of prompt {rec.uid}"
         self._episode_errors.append(f"{where}: {err}")
+        # every reward's field is written (0), as for a scored output
+        parts = dict.fromkeys(reward_fields(self.worker.recipe, get_registry()), 0.0)
         scored = []
         for index, out in enumerate(outs):
             out.check()
             out.metrics = dict(err.metrics)
-            scored.append(_Scored(make_key(rec.uid, session_id, index), rec.uid, out, 0.0, {},
-                                  error=str(err)))
+            scored.append(_Scored(make_key(rec.uid, session_id, index), rec.uid, out, 0.0,
+                                  dict(parts), error=str(err)))
         return scored
 
     async def _score_session(
