@@ -224,10 +224,12 @@ def register_agent_loops(register: Callable[..., None]) -> None:
     generate_many)``: every ``(prompt, session_id)`` of a rollout call at once, returning one
     output list (or the exception of that session) per request, in order; the worker then
     calls it instead of ``run`` (the single-turn loop does: one batched generate, no coroutine
-    per session). The validated ``[rollout.agent_loop_options]``
-    are ``spec.options_as(MyOptions)``. Metadata: ``uses`` (tuple of ``"tools"``,
-    ``"tool_parser"``, ``"environment"``: the ``[rollout]`` tables the loop reads;
-    ``config validate`` refuses the ones given to a loop that does not use them).
+    per session). A session whose ``run`` raises fails (and with it the step); raising
+    :class:`rlctl.agents.contract.EpisodeError` instead has it written with score 0 and
+    counted (a loop's ``on_episode_error`` policy). The validated
+    ``[rollout.agent_loop_options]`` are ``spec.options_as(MyOptions)``. Metadata: ``uses``
+    (tuple of ``"tools"``, ``"tool_parser"``, ``"environment"``: the ``[rollout]`` tables the
+    loop reads; ``config validate`` refuses the ones given to a loop that does not use them).
     """
 
 

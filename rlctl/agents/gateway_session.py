@@ -335,9 +335,10 @@ def _record(
         traj.add_observation(plan.observation + plan.prefix)
     traj.add_generation(gen)
     session.turns += 1
-    text = chat.decode(plan.prefix) + chat.decode(traj.last_turn_ids)
-    if cut is not None:
-        text = _before_stop(text, req.stop)
+    generated = chat.decode(traj.last_turn_ids)
+    if cut is not None:  # the reply ends before the stop string (the opening never does)
+        generated = _before_stop(generated, req.stop)
+    text = chat.decode(plan.prefix) + generated
     calls: list[dict[str, str]] = []
     if req.tools and req.tool_choice != "none":
         text, calls = _read_calls(session, chat, text, req.parallel_tool_calls)

@@ -68,6 +68,7 @@ def test_an_episode_is_the_engines_tokens_plus_the_rendered_new_messages(setup):
     assert out.reward_ids == gen2 and out.num_turns == 2
     assert first.usage.completion_tokens == len(gen1)
     assert out.metrics["episode_errors"] == 0 and out.metrics["malformed_tool_calls"] == 0
+    assert loop.json_schema is False  # the hf engine does not constrain decoding
 
 
 def test_a_changed_history_starts_a_new_output(setup):
