@@ -124,3 +124,17 @@ async def pydantic_ai_agent(client: Any, record: Any) -> float:
 
 async def pydantic_ai_streamed(client: Any, record: Any) -> float:
     return await _pydantic_ai(client, record, stream=True)
+
+
+async def pydantic_ai_typed(client: Any, record: Any) -> float:
+    """pydantic-ai asked for an ``int``: it forces a call of its output tool
+    (``tool_choice = "required"``) and raises ``UnexpectedModelBehavior`` when the model's
+    answers stay invalid past its retries (a framework failing on the model's behaviour)."""
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    model = OpenAIChatModel("policy", provider=OpenAIProvider(openai_client=client))
+    agent = Agent(model, output_type=int, retries=1)
+    result = await agent.run(str(record.prompt))
+    return _score(result.output)

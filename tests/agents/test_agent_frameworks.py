@@ -81,3 +81,18 @@ def test_a_framework_that_raises_scores_the_episode_zero_with_its_turns(make):
     [out] = err.value.outputs
     assert out.num_turns == 1 and out.response_ids == policy.returned[0]
     assert err.value.metrics["episode_errors"] == 1
+
+
+def test_pydantic_ais_typed_output_is_a_forced_call_of_its_output_tool(make):
+    pytest.importorskip("pydantic_ai")
+
+    def reply(context):  # the turn starts with the call's opening: the policy completes it
+        assert context.endswith("<tool_call>\n")
+        return '{"name": "final_result", "arguments": {"response": 5}}\n</tool_call>'
+
+    loop, policy, tok = make("pydantic_ai_typed", reply)
+    [out] = episode(loop, policy)
+    assert agents.RESULTS[-1] == 5 and out.extra["agent_reward"] == 1.0
+    opening = tok("<tool_call>\n", add_special_tokens=False)["input_ids"]
+    assert out.response_ids == opening + policy.returned[0]
+    assert out.loss_mask == [0] * len(opening) + [1] * len(policy.returned[0])

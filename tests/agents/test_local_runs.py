@@ -71,21 +71,23 @@ def test_multi_turn_steps_train_on_generated_tokens_only(tmp_path, loop):
     assert rows[-1]["agent/turns" if loop == "tool" else "agent/env_steps"] >= 1
 
 
-def agent_run(tmp_path: Path, agent: str, steps: int = 2) -> tuple[list[dict], Path]:
+def agent_run(tmp_path: Path, agent: str, steps: int = 2,
+              positions: int = 256) -> tuple[list[dict], Path]:
     return run(
         tmp_path,
-        model={"path": "tiny-chat", "dtype": "float32", "tiny": {"max_position_embeddings": 256}},
+        model={"path": "tiny-chat", "dtype": "float32",
+               "tiny": {"max_position_embeddings": positions}},
         rewards=[{"name": "agent_reward"}],
         steps=steps,
         task="count_digits",
         agent_loop="openai_agent",
         max_new_tokens=3,
-        agent_loop_options={"agent": f"tests.agents.agent_functions:{agent}"},
+        agent_loop_options={"agent": agent},
     )
 
 
 def test_an_agent_that_raises_scores_its_episode_zero_and_the_run_goes_on(tmp_path, caplog):
-    rows, out = agent_run(tmp_path, "flaky")
+    rows, out = agent_run(tmp_path, "tests.agents.agent_functions:flaky")
     # session 1 of each group of 4 raised: a quarter of the episodes, scored 0, counted
     assert [r["agent/episode_errors"] for r in rows] == [0.25, 0.25]
     for row in rows:
@@ -99,9 +101,19 @@ def test_an_agent_that_raises_scores_its_episode_zero_and_the_run_goes_on(tmp_pa
     assert warned and all("\n" not in m for m in warned)
 
 
-def test_a_step_where_every_episode_failed_still_trains(tmp_path):
-    rows, _ = agent_run(tmp_path, "always_fails", steps=1)
+def test_a_step_where_a_framework_failed_every_episode_still_trains(tmp_path):
+    pytest.importorskip("pydantic_ai")
+    # pydantic-ai asked for an int forces its output tool's call, which 3 tokens of a
+    # random model never finish: it raises in every episode
+    rows, out = agent_run(tmp_path, "tests.agents.framework_agents:pydantic_ai_typed", steps=1,
+                          positions=512)
     assert rows[0]["agent/episode_errors"] == 1.0 and rows[0]["critic/score/mean"] == 0.0
+    dumped = [json.loads(x) for x in (out / "rollouts" / "step_1.jsonl").read_text().splitlines()]
+    # it stops on its token limit, or retries until the conversation outgrows the model
+    kinds = {d["episode_error"].split(":")[0] for d in dumped}
+    assert kinds <= {"OutputTokenLimitExceeded", "ModelRequestRejectedError"}, kinds
+    # the forced opening is an observation, the model's tokens are trained on (score 0)
+    assert all(d["segments"][0] == ["obs", "<tool_call>\n"] for d in dumped), dumped[0]
 
 
 @pytest.mark.slow
