@@ -39,6 +39,7 @@ from rlctl.engines.rollout.contract import SamplingParams
 LOOPBACK = "127.0.0.1"
 ROUTES = ("POST /v1/chat/completions", "POST /v1/responses", "GET /v1/models")
 MAX_BODY_BYTES = 16 * 1024 * 1024
+STOP_GRACE_S = 2.0
 log = logging.getLogger(__name__)
 
 
@@ -76,7 +77,9 @@ class Gateway:
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_post("/v1/responses", self._responses)
         app.router.add_get("/v1/models", self._models)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        # stop() cancels a turn still generating after this long: its episode has ended
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False,
+                                     shutdown_timeout=STOP_GRACE_S)
         await self._runner.setup()
         site = web.TCPSite(self._runner, LOOPBACK, 0)  # loopback only, an ephemeral port
         await site.start()

@@ -63,6 +63,13 @@ async def flaky(client, record):
     return 1.0 if reply.choices[0].message.content else 0.5
 
 
+async def one_request(client, record):
+    """One request, whatever it takes."""
+    await client.chat.completions.create(
+        model="policy", messages=[{"role": "user", "content": "x"}], max_tokens=2)
+    return 1.0
+
+
 async def always_fails(client, record):
     """Every episode raises before its first request: all are scored 0, the run goes on."""
     raise ValueError("unparseable structured output")

@@ -120,3 +120,20 @@ def test_unknown_sessions_are_refused_and_the_server_binds_loopback(setup):
             await gateway.stop()
 
     asyncio.run(scenario())
+
+
+def test_an_episode_past_its_timeout_fails_and_its_turn_in_flight_is_cancelled(setup):
+    loop, _, _ = setup("tests.agents.agent_functions:one_request", episode_timeout_s=0.5)
+    seen = []
+
+    async def hung(prompt_ids, sampling):  # an engine that never answers this request
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+
+    rec = PromptRecord("u1", [1, 2], {}, "test", prompt="q")
+    with pytest.raises(EpisodeError, match="episode_timeout_s"):
+        asyncio.run(loop.run(rec, 0, SamplingParams(6), hung))
+    assert seen == ["cancelled"]  # stopping the gateway did not wait for it
