@@ -120,7 +120,10 @@ def register_rollout_engines(register: Callable[..., None]) -> None:
     ``target`` builds a :class:`rlctl.engines.rollout.contract.RolloutEngine`:
     ``target(spec: RolloutEngineSpec) -> RolloutEngine``; the validated options are
     ``spec.options_as(MyOptions)``.
-    Metadata: ``weight_sync`` (str, default weight-sync method name for this engine).
+    Metadata: ``weight_sync`` (str, default weight-sync method name for this engine);
+    ``partial_rollout`` (bool, default ``False``: it aborts and resumes requests at a weight
+    update); ``json_schema`` (bool, default ``False``: it constrains decoding to
+    ``SamplingParams.json_schema``; the others must raise on it, never ignore it).
     """
 
 
@@ -228,10 +231,12 @@ def register_agent_loops(register: Callable[..., None]) -> None:
     generate_many)``: every ``(prompt, session_id)`` of a rollout call at once, returning one
     output list (or the exception of that session) per request, in order; the worker then
     calls it instead of ``run`` (the single-turn loop does: one batched generate, no coroutine
-    per session). The validated ``[rollout.agent_loop_options]``
-    are ``spec.options_as(MyOptions)``. Metadata: ``uses`` (tuple of ``"tools"``,
-    ``"tool_parser"``, ``"environment"``: the ``[rollout]`` tables the loop reads;
-    ``config validate`` refuses the ones given to a loop that does not use them).
+    per session). A session whose ``run`` raises fails (and with it the step); raising
+    :class:`rlctl.agents.contract.EpisodeError` instead has it written with score 0 and
+    counted (a loop's ``on_episode_error`` policy). The validated
+    ``[rollout.agent_loop_options]`` are ``spec.options_as(MyOptions)``. Metadata: ``uses``
+    (tuple of ``"tools"``, ``"tool_parser"``, ``"environment"``: the ``[rollout]`` tables the
+    loop reads; ``config validate`` refuses the ones given to a loop that does not use them).
     """
 
 

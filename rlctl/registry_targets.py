@@ -21,6 +21,7 @@ import ast
 import difflib
 import importlib
 import importlib.util
+import inspect
 import sys
 import traceback
 from pathlib import Path
@@ -98,6 +99,41 @@ def static_problem(target: object) -> str | None:
     if scope is None:
         return None  # no source to read (extension or bytecode-only module): cannot tell
     return _missing_attr(scope, spec, module_name, parts)
+
+
+def static_definition(target: str) -> str | None:
+    """How ``target`` is defined, found without running its module: ``"async def"``,
+    ``"def"``, ``"class"`` (or the type's name of another object of a module already
+    imported); ``None`` when it cannot tell (an assignment, an import, a decorated
+    definition, a nested attribute...). :func:`static_problem` says whether it exists."""
+    try:
+        module_name, parts = split_target(target)
+    except ValueError:
+        return None
+    if module_name in sys.modules:
+        try:
+            obj = resolve(target)
+        except Exception:  # noqa: BLE001 -- static_problem reports a missing attribute
+            return None
+        if inspect.iscoroutinefunction(obj):
+            return "async def"
+        return "class" if inspect.isclass(obj) else "def" if callable(obj) else type(obj).__name__
+    try:
+        spec = importlib.util.find_spec(module_name)
+    except Exception:  # noqa: BLE001 -- static_problem reports it
+        return None
+    tree = _parse(spec) if spec is not None and len(parts) == 1 else None
+    if tree is None:
+        return None
+    kinds = {ast.AsyncFunctionDef: "async def", ast.FunctionDef: "def", ast.ClassDef: "class"}
+    found = None
+    for node in tree.body:  # the last top-level binding of the name decides
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            if node.name == parts[0]:
+                found = None if node.decorator_list else kinds[type(node)]
+        elif parts[0] in _top_level([node])[0]:
+            found = None
+    return found
 
 
 _Scope = tuple[set[str], dict[str, list[ast.stmt]], bool]

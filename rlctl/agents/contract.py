@@ -135,16 +135,26 @@ class AgentLoopSpec(OptionsSpec):
     """``[rollout] tool_parser`` (``None``: the loop's default)."""
     environment: PluginChoice | None = None
     """``[rollout.environment]`` (``None`` when the recipe has none)."""
+    max_positions: int | None = None
+    """The longest sequence the policy takes (``None``: unknown, e.g. a hub id)."""
+    json_schema: bool = False
+    """The rollout engine can constrain decoding to a JSON schema (its registration's
+    ``json_schema`` metadata)."""
 
     @classmethod
     def from_loaded(cls, loaded: LoadedRecipe, *, tokenizer: Any, registry: Any) -> AgentLoopSpec:
-        rollout = loaded.recipe.rollout
-        env = rollout.environment
+        from rlctl.tasks.data_checks import model_positions
+
+        recipe = loaded.recipe
+        env = recipe.rollout.environment
+        engine = registry.find("rollout_engine", recipe.engines.rollout.backend)
         return cls(
             tokenizer=tokenizer, registry=registry, tools=tool_choices(loaded),
-            tool_parser=rollout.tool_parser,
+            tool_parser=recipe.rollout.tool_parser,
             environment=(None if env is None else PluginChoice(
                 env.name, loaded.options_for("rollout.environment.options"))),
+            max_positions=model_positions(recipe)[0],
+            json_schema=bool(engine is not None and engine.metadata.get("json_schema")),
             options=loaded.options_for(cls.options_key),
         )
 
@@ -159,6 +169,26 @@ def tool_choices(loaded: LoadedRecipe) -> tuple[PluginChoice, ...]:
 GenerateFn = Callable[[list[int], SamplingParams], Awaitable[Any]]
 # generate_many(prompts, sampling) -> one Generation per prompt, or the exception of its request
 GenerateManyFn = Callable[[list[list[int]], SamplingParams], Awaitable[list[Any]]]
+
+
+class EpisodeError(Exception):
+    """An episode that failed and is scored 0 instead of failing its session.
+
+    A loop raises it from ``run`` when its error policy says so (the ``openai_agent`` loop's
+    ``on_episode_error = "score_zero"``: the agent framework raised, or hit its own turn
+    limit). The rollout worker writes :attr:`outputs` - the turns recorded before the failure;
+    none: one output of the prompt and a single end-of-turn token with loss mask 0, so the
+    session still counts in its group and nothing is trained on - with score 0, without
+    running the reward functions, each tagged ``episode_error`` (the message) and carrying
+    :attr:`metrics` (logged as ``agent/<name>``). Any other exception fails the session.
+    """
+
+    def __init__(
+        self, message: str, outputs: list[AgentOutput], metrics: dict[str, float]
+    ) -> None:
+        super().__init__(message)
+        self.outputs = outputs
+        self.metrics = metrics
 
 
 class AgentLoop(ABC):
@@ -177,7 +207,8 @@ class AgentLoop(ABC):
     async def run(
         self, prompt: PromptRecord, session_id: int, sampling: SamplingParams, generate: GenerateFn
     ) -> list[AgentOutput]:
-        """Produce the outputs of one session; raising marks the session as ``failure``."""
+        """Produce the outputs of one session; raising marks the session as ``failure``
+        (raising :class:`EpisodeError` scores it 0 instead)."""
 
     async def run_batch(
         self,

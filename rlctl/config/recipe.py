@@ -69,7 +69,8 @@ class RunSection(Section):
 
 
 class TinyModelSection(Section):
-    """Shape of the offline tiny Qwen3 model built when ``model.path = "tiny"``."""
+    """Shape of the offline tiny Qwen3 model built when ``model.path`` is ``"tiny"`` or
+    ``"tiny-chat"``."""
 
     hidden_size: PositiveInt = 64
     """Hidden size of the tiny Qwen3 model."""
@@ -89,8 +90,8 @@ class TinyModelSection(Section):
 
 class ModelSection(Section):
     path: str = "tiny"
-    """Policy weights: a local HF directory or hub id, or ``tiny`` for an offline random-init tiny
-    Qwen3."""
+    """Policy weights: a local HF directory or hub id, ``tiny`` for an offline random-init tiny
+    Qwen3, or ``tiny-chat`` for the same model over a chat tokenizer with a chat template."""
     tokenizer: str | None = None
     """Tokenizer directory or id; defaults to ``path`` (``tiny`` builds a character tokenizer
     offline)."""
@@ -101,7 +102,8 @@ class ModelSection(Section):
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass to save memory."""
     tiny: TinyModelSection = TinyModelSection()
-    """Architecture of the tiny model (used only when ``path = "tiny"``)."""
+    """Architecture of the tiny model (used only when ``path`` is ``"tiny"`` or
+    ``"tiny-chat"``)."""
 
 
 class CriticSection(Section):

@@ -1,8 +1,9 @@
 """Load the policy tokenizer, causal LM and value model named by ``[model]``.
 
-``path = "tiny"`` builds the offline tiny model (:mod:`rlctl.models.tiny`); any other path
-must be a local Hugging Face directory: everything is loaded with ``local_files_only=True``,
-so a run never downloads weights behind the user's back.
+``path = "tiny"`` builds the offline tiny model (:mod:`rlctl.models.tiny`), ``"tiny-chat"``
+the same model over a chat tokenizer with a chat template (:mod:`rlctl.models.tiny_chat`);
+any other path must be a local Hugging Face directory: everything is loaded with
+``local_files_only=True``, so a run never downloads weights behind the user's back.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rlctl.models.tiny import build_tiny_model, build_tiny_tokenizer
+from rlctl.models.tiny_chat import TINY_CHAT, build_chat_tokenizer
 
 if TYPE_CHECKING:
     import torch
@@ -20,6 +22,8 @@ if TYPE_CHECKING:
     from rlctl.config.recipe import ModelSection
 
 TINY = "tiny"
+BUILT_IN_MODELS = (TINY, TINY_CHAT)
+"""``model.path`` values built offline instead of loaded from a directory."""
 
 
 def torch_dtype(name: str) -> torch.dtype:
@@ -42,6 +46,8 @@ def load_tokenizer(model: ModelSection) -> PreTrainedTokenizerBase:
     source = model.tokenizer or model.path
     if source == TINY:
         return build_tiny_tokenizer()
+    if source == TINY_CHAT:
+        return build_chat_tokenizer()
     from transformers import AutoTokenizer
 
     _check_local_dir(source, "tokenizer" if model.tokenizer else "path")
@@ -59,10 +65,12 @@ def load_causal_lm(
 ) -> PreTrainedModel:
     """The policy as a causal LM in ``model.dtype``; identical on every call with one seed.
 
-    ``vocab_size`` only matters for ``tiny`` (defaults to the tiny tokenizer's size).
+    ``vocab_size`` only matters for the built-in models (defaults to their tokenizer's size).
     """
     dtype = torch_dtype(model.dtype)
-    if model.path == TINY:
+    if model.path in BUILT_IN_MODELS:
+        if model.path == TINY_CHAT and not vocab_size:
+            vocab_size = len(build_chat_tokenizer())
         extra = {"vocab_size": vocab_size} if vocab_size else {}
         lm = build_tiny_model(model.tiny, seed, **extra)
         return lm.to(dtype)

@@ -261,7 +261,7 @@ def prompt_length_problems(recipe: Recipe, tokenizer: Any) -> list[ConfigProblem
 def model_positions(recipe: Recipe) -> tuple[int | None, str]:
     """The longest sequence the policy takes, and where that number comes from."""
     model = recipe.model
-    if model.path == "tiny":
+    if model.path in ("tiny", "tiny-chat"):  # the built-in models: [model.tiny]
         return model.tiny.max_position_embeddings, "model.tiny.max_position_embeddings"
     config = Path(model.path) / "config.json"
     try:

@@ -10,6 +10,7 @@ from rlctl.config.recipe import Recipe
 from rlctl.engines.rollout.contract import Generation, SamplingParams
 from rlctl.models.tiny import build_tiny_tokenizer
 from rlctl.registry import get_registry
+from rlctl.testing.agent_episode import ScriptedChatPolicy
 
 TOK = build_tiny_tokenizer()
 
@@ -76,3 +77,17 @@ class ScriptedPolicy:
             out, [-0.5] * len(out), "stop" if stop is not None else "length", self.version
         )
 
+
+TOOL_CALL = ('<think>\nI  should\n\nadd.  </think>\n\n<tool_call>\n'
+             '{"name": "add", "arguments": {"a":2,"b":3}}\n</tool_call>')
+ANSWER = "<think>\nadding   two\n numbers</think>\n\nThe sum is 5."
+
+
+def call_then_answer(context: str) -> str:
+    """A policy's choice: call ``add`` until a tool result is in the context, then answer."""
+    return ANSWER if "<tool_response>" in context else TOOL_CALL
+
+
+def chat_policy(tokenizer: Any, reply: Any = call_then_answer) -> ScriptedChatPolicy:
+    """The tests' chat policy: :func:`call_then_answer` unless told otherwise."""
+    return ScriptedChatPolicy(tokenizer, reply)

@@ -12,7 +12,7 @@ import types
 import pytest
 import torch
 
-from rlctl.agents.contract import AgentLoop, AgentOutput
+from rlctl.agents.contract import AgentLoop, AgentOutput, EpisodeError
 from rlctl.algorithms.staleness import policy_of
 from rlctl.config.pipeline import validate_recipe
 from rlctl.config.recipe import Recipe
@@ -61,6 +61,18 @@ class SteppedOutputs(ScriptedOutputs):
         return [out]
 
 
+class FailingEpisodes(ScriptedOutputs):
+    """Session 1 fails with its outputs, session 2 before recording any (scored 0)."""
+
+    async def run(self, prompt, session_id, sampling, generate):
+        outs = await super().run(prompt, session_id, sampling, generate)
+        if session_id == 0:
+            return outs
+        metrics = {"episode_errors": 1.0}
+        raise EpisodeError(f"framework error {session_id}", outs if session_id == 1 else [],
+                           metrics)
+
+
 def scripted_reward(sample, **options):
     return float(sample.extra["r"])
 
@@ -73,6 +85,7 @@ def plugins():
     def register_agent_loops(register):
         register("scripted", ScriptedOutputs)
         register("stepped", SteppedOutputs)
+        register("failing", FailingEpisodes)
 
     @hookimpl
     def register_reward_functions(register):
@@ -233,6 +246,39 @@ def test_a_reward_model_scores_each_session_once(plugins, tmp_path):
     want = SequenceClassifierReward(RewardModelOptions(**model))(last)
     assert got == pytest.approx([want[0], want[1], want[1], want[2]], abs=1e-5)
     assert len({round(v, 4) for v in want}) == 3  # a real signal, not a constant
+
+
+def test_failed_episodes_are_written_scored_zero_and_reward_models_skip_them(plugins, tmp_path):
+    from rlctl.config.recipe import TinyModelSection
+    from rlctl.models.tiny import build_tiny_reward_model
+    from rlctl.trainer.worker.reward_worker import RewardWorker
+
+    build_tiny_reward_model(TinyModelSection(), seed=7).save_pretrained(tmp_path)
+    rewards = [{"name": "scripted_reward"},
+               {"name": "reward_model", "options": {"path": str(tmp_path), "dtype": "float32"}}]
+    loaded, plane, prompts, meta, counts = rollout_with_prompts("grpo", "failing",
+                                                                rewards=rewards)
+    assert counts["failures"] == 0  # nothing failed the step
+    worker = RewardWorker(loaded, plane)
+    worker.ready()
+    worker.score(meta, prompts.partition_id)
+    uid = meta.tags[0]["uid"]
+    keys = [k for k in meta.keys if k.startswith(uid)]
+    assert [k.removeprefix(uid) for k in keys] == ["_0_0", "_1_0", "_1_1", "_2_0"]
+    td = plane.kv_batch_get(keys, "train", ["prompt_ids", "response_ids", "loss_mask", "score",
+                                            "reward/scripted_reward", "reward/reward_model"])
+    tags = dict(zip(meta.keys, meta.tags, strict=True))
+    # session 0 scored as usual; sessions 1 (its two outputs) and 2 score 0, every part 0
+    assert td["score"][1:].tolist() == [0.0, 0.0, 0.0] and td["score"][0] != 0.0
+    assert td["reward/scripted_reward"][1:].tolist() == [0.0] * 3
+    assert td["reward/reward_model"][1:].tolist() == [0.0] * 3
+    assert [tags[k].get("episode_error") for k in keys] == [
+        None, "framework error 1", "framework error 1", "framework error 2"]
+    # session 2 recorded nothing: the prompt and one masked eos, so its group still counts
+    eos = worker.tokenizer.eos_token_id
+    assert td["response_ids"][3].tolist() == [eos] and td["loss_mask"][3].tolist() == [0]
+    assert td["prompt_ids"][3].tolist() == td["prompt_ids"][0].tolist()
+    assert tags[keys[3]]["agent/episode_errors"] == 1.0
 
 
 def test_the_single_turn_batch_hands_a_failed_generate_to_every_session() -> None:

@@ -58,9 +58,7 @@ def engine(request, checkpoint):
     engine = get_registry().load("rollout_engine", backend)(RolloutEngineSpec.from_loaded(loaded))
     engine.load()
     yield engine
-    close = getattr(engine, "close", None)
-    if close is not None:
-        close()
+    engine.close()
 
 
 class Recording:

@@ -304,3 +304,14 @@ def test_validate_refuses_partial_rollouts_in_sync_training(rlctl) -> None:  # t
     assert "algorithm.staleness.partial_rollout" in result.stderr
     assert "no request is in flight when the weights change" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_validate_refuses_an_agent_that_is_not_async_with_its_key_path(rlctl, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    recipe = tmp_path / "agent.toml"
+    recipe.write_text('[model]\npath = "tiny-chat"\n[data]\ntask = "count_digits"\n'
+                      '[rollout]\nagent_loop = "openai_agent"\n'
+                      '[rollout.agent_loop_options]\nagent = "os:system"\n')
+    result = rlctl("config", "validate", str(recipe), code=2)
+    assert result.stdout == "" and "Traceback" not in result.stderr
+    assert "rollout.agent_loop_options.agent" in result.stderr
+    assert "not async" in result.stderr

@@ -33,6 +33,11 @@ class SamplingParams:
     """Top-k; 0 = off."""
     stop_token_ids: tuple[int, ...] = ()
     """Tokens that end the response like an eos (kept in it): a tool loop stops at a call."""
+    json_schema: str | None = None
+    """A JSON schema (as JSON text) the response must follow: constrained decoding. Only
+    engines registered with ``json_schema=True`` take it (the gateway refuses a JSON
+    ``response_format`` with the others); the others raise rather than ignore it. The
+    log-probs are then those of the constrained sampler."""
 
     @classmethod
     def from_recipe(cls, recipe: Recipe, *, validation: bool = False) -> SamplingParams:

@@ -79,6 +79,9 @@ class RewardWorker(Worker):
         sessions = session_groups(keys)  # row indices per session, outputs in index order
         uid_of, prompt_rows, response_rows = meta.tag_values("uid"), rows(td["prompt_ids"]), \
             rows(td["response_ids"])
+        # an episode scored 0 by its agent loop (tag episode_error) is not scored again
+        failed = [bool(t.get("episode_error")) for t in meta.tags]
+        sessions = [members for members in sessions if not failed[members[-1]]]
         samples = []
         for last in (members[-1] for members in sessions):
             ground_truth, source = facts[uid_of[last]]
@@ -87,8 +90,9 @@ class RewardWorker(Worker):
                 response_ids=response_rows[last].tolist(),
                 ground_truth=json.loads(ground_truth), data_source=str(source),
                 eos_token_ids=self.eos_ids))
-        scored = self.models.score_batch(samples)  # one {"score", "<name>", ...} per session
-        results: list[dict[str, float]] = [{}] * len(keys)
+        # one {"score", "<name>", ...} per session
+        scored = self.models.score_batch(samples) if samples else []
+        results: list[dict[str, float]] = [{"score": 0.0}] * len(keys)
         for members, result in zip(sessions, scored, strict=True):
             for row in members:
                 results[row] = result

@@ -203,6 +203,9 @@ class RolloutWorker(Worker):
                     # partial rollouts: [version, start, end] of each generated span
                     **({"weight_segments": tags["weight_segments"]}
                        if "weight_segments" in tags else {}),
+                    # an episode scored 0 by its loop's on_episode_error: why it failed
+                    **({"episode_error": tags["episode_error"]}
+                       if "episode_error" in tags else {}),
                     # multi-turn: what the policy generated ("gen") and what it read ("obs")
                     "segments": self._segments(response_rows[i].tolist(), mask_rows[i].tolist()),
                 }

@@ -9,13 +9,18 @@ written in batches (one ``kv_batch_put`` per flush) with their tags.
 from __future__ import annotations
 
 import asyncio
+import logging
 import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from rlctl.agents.contract import AgentOutput, PromptRecord, SamplingParams
+from rlctl.agents.contract import AgentOutput, EpisodeError, PromptRecord, SamplingParams
 from rlctl.protocol.kv import make_key
+from rlctl.registry import get_registry
 from rlctl.trainer.worker.fields import from_rows
+from rlctl.trainer.worker.reward_sections import reward_fields
+
+log = logging.getLogger(__name__)
 
 # The call's backstop fires this long after the sessions' own bounds: those fire first.
 BACKSTOP_S = 1.0
@@ -30,6 +35,8 @@ class _Scored:
     out: AgentOutput
     score: float
     parts: dict[str, float]
+    error: str | None = None
+    """The episode failed and was scored 0 (:class:`EpisodeError`): why."""
 
 
 class StepRollout:
@@ -47,6 +54,7 @@ class StepRollout:
         self._buffer: list[_Scored] = []
         self._prompt_texts: dict[str, str] = {}  # uid -> decoded prompt, shared by its group
         self._flushing: asyncio.Future | None = None
+        self._episode_errors: list[str] = []  # sessions scored 0 by their loop's policy
 
     async def run_all(
         self, records: list[PromptRecord], n_per_prompt: list[int]
@@ -81,6 +89,10 @@ class StepRollout:
         counts = await asyncio.gather(
             *(self._finish_group(rec, group) for (rec, _), group in zip(pairs, groups,
                                                                          strict=True)))
+        if self._episode_errors:  # one line per call, not one per episode
+            log.warning("%d episode(s) failed and were scored 0 (the agent loop's "
+                        "on_episode_error); the first: %s", len(self._episode_errors),
+                        self._episode_errors[0])
         return {
             "outputs": float(sum(c[0] for c in counts)),
             "failures": float(sum(c[1] for c in counts)),
@@ -92,6 +104,9 @@ class StepRollout:
         outputs: list[_Scored] = []
         failures: list[tuple[str, str]] = []
         for session_id, result in enumerate(sessions):
+            if isinstance(result, EpisodeError):
+                outputs += self._zero_session(rec, session_id, result)
+                continue
             if isinstance(result, BaseException):
                 err = "".join(traceback.format_exception_only(type(result), result)).strip()
                 failures.append((make_key(rec.uid, session_id, 0), err))
@@ -114,6 +129,26 @@ class StepRollout:
                 [k for k, _ in failures], self.partition, None, tags
             )
         return len(outputs), len(failures)
+
+    def _zero_session(self, rec: PromptRecord, session_id: int,
+                      err: EpisodeError) -> list[_Scored]:
+        """A failed episode scored 0 (see :class:`EpisodeError`): its outputs, or one of the
+        prompt and a masked end-of-turn token when it recorded none."""
+        outs = err.outputs or [AgentOutput(
+            prompt_ids=list(rec.prompt_ids), response_ids=self.worker.eos_ids[:1],
+            rollout_log_probs=[0.0], finish_reason="stop",
+            weight_version=self.worker.engine.weight_version, num_turns=0, loss_mask=[0])]
+        where = f"session {session_id} of prompt {rec.uid}"
+        self._episode_errors.append(f"{where}: {err}")
+        # every reward's field is written (0), as for a scored output
+        parts = dict.fromkeys(reward_fields(self.worker.recipe, get_registry()), 0.0)
+        scored = []
+        for index, out in enumerate(outs):
+            out.check()
+            out.metrics = dict(err.metrics)
+            scored.append(_Scored(make_key(rec.uid, session_id, index), rec.uid, out, 0.0,
+                                  dict(parts), error=str(err)))
+        return scored
 
     async def _score_session(
         self, rec: PromptRecord, session_id: int, outs: list[AgentOutput]
@@ -276,6 +311,8 @@ class StepRollout:
             tags["partial_resumes"] = out.partial_resumes
         if out.token_rewards is not None:
             tags["token_rewards"] = True
+        if it.error is not None:
+            tags["episode_error"] = it.error[:1000]
         for name, value in out.metrics.items():
             tags[f"agent/{name}"] = float(value)
         return tags

@@ -102,6 +102,12 @@ class _WarpAndRecord(LogitsProcessor):
         return torch.stack(self.picked, dim=1)
 
 
+def _no_json_schema(sampling: SamplingParams) -> None:
+    if sampling.json_schema is not None:  # never ignored: the answer would not follow it
+        raise ValueError("the hf rollout engine cannot constrain decoding to a JSON schema "
+                         '(SamplingParams.json_schema); use backend = "vllm"')
+
+
 class HFRolloutEngine(RolloutEngine):
     """Rollout with ``transformers`` ``generate`` (see the module docstring)."""
 
@@ -316,6 +322,7 @@ class HFRolloutEngine(RolloutEngine):
     # ------------------------------------------------------------------ async batching
     async def generate(self, prompt_ids: Sequence[int], sampling: SamplingParams) -> Generation:
         """Queue one request; requests of the same tick are generated as one batch."""
+        _no_json_schema(sampling)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Generation] = loop.create_future()
         queue = self._queues.setdefault(sampling, _Queue(sampling))
@@ -332,6 +339,7 @@ class HFRolloutEngine(RolloutEngine):
     ) -> list[Generation]:
         """``generate`` of every prompt at once: the same batch, seed and outputs as their
         requests queued in one tick, without a future per request."""
+        _no_json_schema(sampling)
         seed = self.spec.seed * 1_000_003 + self._calls  # as _flush derives it
         self._calls += 1
         return await asyncio.to_thread(

@@ -24,8 +24,9 @@ one that generated it), and with partial rollouts on (``[algorithm.staleness]
 partial_rollout = "resume"``) the requests in flight are aborted first and resumed on the new
 weights with the tokens they have (:mod:`rlctl.engines.rollout.server.partial`).
 
-``model.path = "tiny"`` is materialised into a temporary directory first (same seed as the
-actor, so version 0 is the actor's initial weights), because a server loads checkpoints from disk.
+``model.path = "tiny"`` (or ``"tiny-chat"``) is materialised into a temporary directory first
+(same seed as the actor, so version 0 is the actor's initial weights), because a server loads
+checkpoints from disk.
 """
 
 from __future__ import annotations
@@ -175,10 +176,10 @@ class ServerRolloutEngine(RolloutEngine):
 
     def _model_dir(self) -> str:
         """A local checkpoint directory for the servers (``tiny`` is written out first)."""
-        from rlctl.models.loading import TINY
+        from rlctl.models.loading import BUILT_IN_MODELS
 
         model = self.spec.model
-        if model.path != TINY:
+        if model.path not in BUILT_IN_MODELS:
             self.check_model_dir(Path(model.path))
             return model.path
         from rlctl.models.loading import load_causal_lm, load_tokenizer

@@ -113,6 +113,9 @@ class SGLangRolloutEngine(ServerRolloutEngine):
                 f"prompt token ids {bad[:5]} are outside the model's vocabulary (size "
                 f"{self._vocab_size}); SGLang would crash on them. Check the tokenizer"
             )
+        if s.json_schema is not None:  # never ignored: the answer would not follow it
+            raise ValueError("the sglang rollout engine of rlctl does not constrain decoding "
+                             '(SamplingParams.json_schema); use backend = "vllm"')
         body = {
             "input_ids": prompt_ids,
             "sampling_params": {

@@ -127,6 +127,8 @@ class VLLMRolloutEngine(ServerRolloutEngine):
             body["seed"] = seed
         if s.stop_token_ids:  # a tool loop ends the turn at a call (the token is kept)
             body["stop_token_ids"] = list(s.stop_token_ids)
+        if s.json_schema is not None:  # constrained decoding (the gateway's response_format)
+            body["structured_outputs"] = {"json": json.loads(s.json_schema)}
         data = await self.post(replica, "/v1/completions", body)
         try:
             choice = data["choices"][0]

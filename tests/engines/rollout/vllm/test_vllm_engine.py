@@ -107,6 +107,23 @@ def test_eos_ends_a_response_and_is_kept(engine):
             assert len(g.token_ids) == 8 and EOS_ID not in g.token_ids
 
 
+def test_a_json_schema_constrains_decoding(engine):
+    """``SamplingParams.json_schema`` (the gateway's JSON response_format) reaches vLLM's
+    structured outputs: a random-init model can only answer what the schema allows."""
+    from rlctl.models.tiny import build_tiny_tokenizer
+
+    tok = build_tiny_tokenizer()
+    sampling = SamplingParams(8, temperature=1.0, json_schema=json.dumps({"enum": [3, 7]}))
+
+    async def answers():
+        return await asyncio.gather(*(engine.generate(p, sampling) for p in PROMPTS))
+
+    gens = asyncio.run(answers())
+    texts = [tok.decode(g.token_ids, skip_special_tokens=True) for g in gens]
+    assert all(json.loads(t) in (3, 7) for t in texts), texts
+    assert all(g.token_ids[-1] == EOS_ID and len(g.log_probs) == len(g.token_ids) for g in gens)
+
+
 def test_concurrent_requests_from_fresh_event_loops(engine):
     # The rollout worker runs each step in a new asyncio.run(): the engine must serve them all.
     sampling = SamplingParams(max_new_tokens=32, temperature=1.0)
