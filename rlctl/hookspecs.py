@@ -252,9 +252,10 @@ def register_tools(register: Callable[..., None]) -> None:
     model instance, ``None`` when the tool registered none): an object with a ``name``,
     ``schema() -> dict`` (the OpenAI-style function description ``{"type": "function",
     "function": {"name", "description", "parameters": <JSON schema>}}`` that goes into the
-    chat template) and ``call(arguments: dict, ctx: ToolContext) -> str`` (sync: run in a
-    thread; or async), cut off after the loop's ``tool_timeout_s`` (see
-    :mod:`rlctl.agents.tools`). Build it cheaply: the controller builds the tools once for
+    chat template) and ``call(arguments: dict, ctx: ToolContext) -> str`` (sync: run on
+    the tool's own threads; or async), cut off after the loop's ``tool_timeout_s`` (see
+    :mod:`rlctl.agents.tools`); what it raises is shown to the user with the plugin and
+    ``file:line``. Build it cheaply: the controller builds the tools once for
     their schemas. Metadata: none required.
     """
 

@@ -22,6 +22,7 @@ from rlctl.trainer.controller.balance import balanced_equal_partition, balanced_
 from rlctl.trainer.controller.prompts import PromptFeeder
 from rlctl.trainer.controller.worker_group import TrafficMeter, WorkerError, WorkerGroup
 from rlctl.trainer.worker.rollout_worker import RolloutWorker, generate_bound
+from rlctl.trainer.worker.sessions import step_notes
 from rlctl.trainer.worker.training_worker import TrainingWorker
 
 TRAIN, VAL = "train", "val"
@@ -81,6 +82,7 @@ class Trainer:
             if alg.dynamic_sampling.enabled else None
         )
         self.sampling_stats: dict[str, float] = {}
+        self.notes: list[str] = []  # the last step's episode notes (tools that raised...)
         self.uses_ref = alg.kl.apply_in != "none"
         self.uses_critic = recipe.critic.enabled
         kl = alg.kl
@@ -134,6 +136,7 @@ class Trainer:
                 batch = self.generate(TRAIN, step, self.sampling(validate=False),
                                       self.recipe.algorithm.group_size)
             self.check_weight_version(batch)
+        self.notes = step_notes(batch)  # shown by the run once the step is logged
         shards, pad_to, groups_whole = self.balance(batch)
         advantages_here = self.advantages_in_update and groups_whole
 

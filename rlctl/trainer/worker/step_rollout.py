@@ -17,6 +17,7 @@ from typing import Any
 from rlctl.agents.contract import AgentOutput, PromptRecord, SamplingParams
 from rlctl.protocol.kv import make_key
 from rlctl.trainer.worker.fields import from_rows
+from rlctl.trainer.worker.sessions import NOTE_CHARS
 
 
 @dataclass
@@ -302,6 +303,8 @@ class StepRollout:
             tags["token_rewards"] = True
         for name, value in out.metrics.items():
             tags[f"agent/{name}"] = float(value)
+        if out.notes:  # a few short texts, on the outputs that have any (sessions.py)
+            tags["notes"] = [str(n)[:NOTE_CHARS] for n in out.notes[:3]]
         return tags
 
     async def _generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Any:
