@@ -83,6 +83,7 @@ class Trainer:
         )
         self.sampling_stats: dict[str, float] = {}
         self.notes: list[str] = []  # the last step's episode notes (tools that raised...)
+        self.reward_parts: dict[str, mr.Partial] = {}
         self.uses_ref = alg.kl.apply_in != "none"
         self.uses_critic = recipe.critic.enabled
         kl = alg.kl
@@ -189,6 +190,7 @@ class Trainer:
         """The step's scored samples, all terminal; with dynamic sampling (DAPO) only groups
         whose rewards differ, drawn until the step is full."""
         self.rollout_counts: dict[str, mr.Partial] = {}
+        self.reward_parts: dict[str, mr.Partial] = {}  # model rewards' components
         if partition == TRAIN and self.dynamic is not None:
             batch, self.sampling_stats = self.dynamic.fill(
                 lambda count: self.draw(partition, step, sampling, n, count))
@@ -236,8 +238,10 @@ class Trainer:
                 )
             if self.reward is not None:  # reward models read the prompts' ground truth too
                 with self.timer("reward_model"):
-                    self.reward.call("score", self.per_rank(batch.chunk(self.reward.world_size)),
-                                     prompts=prompts, timeout=self.recipe.schedule.sample_timeout_s)
+                    parts = self.reward.call(
+                        "score", self.per_rank(batch.chunk(self.reward.world_size)),
+                        prompts=prompts, timeout=self.recipe.schedule.sample_timeout_s)
+                self.reward_parts = mr.merge([self.reward_parts, *parts])
         finally:
             self.clears.clear(list(prompts.keys), prompts.partition_id)
         drawn = [{k: mr.scalar_partial(v) for k, v in c.items()} for c in counts]
@@ -406,6 +410,7 @@ class Trainer:
         self, merged: dict[str, mr.Partial], batch: KVBatchMeta, step_s: float
     ) -> dict[str, float]:
         metrics = mr.finalize(merged, with_extremes=EXTREME_METRICS)
+        metrics.update(mr.finalize(self.reward_parts))  # reward/<model>/<component>
         samples = max(len(batch), 1)
         tokens = sum(int(t["seq_len"]) for t in batch.tags)
         metrics.update({f"timing_s/{k}": v for k, v in self.timings.items()})

@@ -25,7 +25,12 @@ from rlctl.trainer.worker.fields import (
     to_padded,
 )
 from rlctl.trainer.worker.reward_sections import effective_rewards, reward_fields
-from rlctl.trainer.worker.sessions import agent_partials, estimate_by_session, place_scores
+from rlctl.trainer.worker.sessions import (
+    agent_partials,
+    component_partials,
+    estimate_by_session,
+    place_scores,
+)
 
 # estimator `requires` name -> data-plane field holding it
 REQUIRED_FIELDS = {
@@ -157,4 +162,5 @@ def compute_advantages(
     for name in reward_names:  # each reward logged on its own, e.g. reward/digits_match
         partials[name] = mr.partial_of(td[name].float().reshape(-1).tolist())
     partials.update(agent_partials(meta))
+    partials.update(component_partials(meta))  # reward/<name>/<component> of rule rewards
     return outputs, partials

@@ -5,7 +5,8 @@ controller's process), started only when a ``[[rewards]]`` entry is a ``model`` 
 ``score`` reads the samples' tokens from the data plane (the ground truth from the prompt
 partition), scores them in batches, and writes each reward's raw score (``reward/<name>``,
 ``reward/<name>/<part>``) back, adding the weighted sum to the ``score`` the rollout workers
-wrote (their rule rewards and judges). Only counts go back to the controller.
+wrote (their rule rewards and judges). Only the components' scalar partials go back to the
+controller.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from typing import Any
 
 from rlctl.config.recipe import Recipe
 from rlctl.protocol.kv import KVBatchMeta
+from rlctl.trainer import metric_reduce as mr
 from rlctl.trainer.worker.fields import non_tensor_column, rows
-from rlctl.trainer.worker.sessions import session_groups
+from rlctl.trainer.worker.sessions import is_reward_component, session_groups
 
 
 class RewardWorker:
@@ -50,15 +52,16 @@ class RewardWorker:
                                               kind="model", device=pick_device(self.recipe))
         return True
 
-    def score(self, meta: KVBatchMeta, prompts: KVBatchMeta) -> dict[str, float]:
-        """Score ``meta``'s samples; ``prompts`` is the prompt batch they were generated from."""
+    def score(self, meta: KVBatchMeta, prompts: KVBatchMeta) -> dict[str, mr.Partial]:
+        """Score ``meta``'s samples; ``prompts`` is the prompt batch they were generated from.
+        Returns the partials of the scorers' extra components (``reward/<name>/<part>``)."""
         import torch
         from tensordict import TensorDict
 
         from rlctl.rewards.base import RewardInput
 
         if len(meta) == 0:
-            return {"scored": 0.0}
+            return {}
         keys = list(meta.keys)
         td = self.plane.kv_batch_get(keys, meta.partition_id,
                                      ["prompt_ids", "response_ids", "score"])
@@ -96,7 +99,10 @@ class RewardWorker:
             fields[f"reward/{name}"] = torch.tensor([r.get(name, 0.0) for r in results],
                                                     dtype=torch.float32)  # [B]
         self.plane.kv_batch_put(keys, meta.partition_id, TensorDict(fields, batch_size=[len(keys)]))
-        return {"scored": float(len(keys))}
+        # The components a scorer returned are known only now: the controller logs their
+        # means (the rewards' own reward/<name> fields are read with the step's samples).
+        return {name: mr.partial_of(values.tolist()) for name, values in fields.items()
+                if is_reward_component(name)}
 
     def close(self) -> None:
         pass

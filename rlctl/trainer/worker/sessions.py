@@ -71,6 +71,19 @@ def step_notes(meta: KVBatchMeta, limit: int = STEP_NOTES) -> list[str]:
     return seen[:limit] + [f"... and {len(seen) - limit} other distinct problem(s) this step"]
 
 
+def is_reward_component(name: str) -> bool:
+    """``reward/<reward>/<component>``: an extra entry of a reward's dict result."""
+    return name.startswith("reward/") and name.count("/") >= 2
+
+
+def component_partials(meta: KVBatchMeta) -> dict[str, mr.Partial]:
+    """Means of the reward components rollout workers tag their outputs with
+    (``reward/<reward>/<component>``; only the reward's own name is known ahead, its
+    components are whatever its results hold)."""
+    names = sorted({k for t in meta.tags for k in t if is_reward_component(k)})
+    return {name: mr.partial_of([float(t[name]) for t in meta.tags if name in t]) for name in names}
+
+
 def agent_partials(meta: KVBatchMeta) -> dict[str, mr.Partial]:
     """Means of the ``agent/<name>`` numbers multi-turn loops tag their outputs with."""
     names = sorted({k for t in meta.tags for k in t if k.startswith("agent/")})

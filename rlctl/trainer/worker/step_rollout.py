@@ -17,7 +17,7 @@ from typing import Any
 from rlctl.agents.contract import AgentOutput, PromptRecord, SamplingParams
 from rlctl.protocol.kv import make_key
 from rlctl.trainer.worker.fields import from_rows
-from rlctl.trainer.worker.sessions import NOTE_CHARS
+from rlctl.trainer.worker.sessions import NOTE_CHARS, is_reward_component
 
 
 @dataclass
@@ -303,6 +303,9 @@ class StepRollout:
             tags["token_rewards"] = True
         for name, value in out.metrics.items():
             tags[f"agent/{name}"] = float(value)
+        for name, value in it.parts.items():  # components: names known only now (sessions.py)
+            if is_reward_component(name):
+                tags[name] = float(value)
         if out.notes:  # a few short texts, on the outputs that have any (sessions.py)
             tags["notes"] = [str(n)[:NOTE_CHARS] for n in out.notes[:3]]
         return tags
