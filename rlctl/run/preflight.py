@@ -35,7 +35,7 @@ class Checked:
 
 def preflight(recipe: Recipe, *, resume: str | bool | None, force_resume: bool = False) -> Checked:
     """Check data, prompt lengths and the checkpoint to resume; see the module docstring."""
-    problems = data_problems(recipe)
+    problems = data_problems(recipe) + model_problems(recipe)
     checked = Checked()
     if resume:
         path = None if resume is True or resume == "latest" else str(resume)
@@ -73,6 +73,44 @@ def data_problems(recipe: Recipe) -> list[ConfigProblem]:
     if tokenizer is None:
         return problems
     return prompt_length_problems(recipe, tokenizer)
+
+
+def model_problems(recipe: Recipe) -> list[ConfigProblem]:
+    """What the models a recipe names must allow: room for a prompt next to
+    ``rollout.max_new_tokens`` in the policy's positions, and the local directories plugin
+    options name (a reward model's checkpoint...)."""
+    from rlctl.tasks.data_checks import model_positions
+
+    out: list[ConfigProblem] = []
+    positions, where = model_positions(recipe)
+    new = recipe.rollout.max_new_tokens
+    if positions is not None and new >= positions:
+        fix = f"set rollout.max_new_tokens below {positions} (prompt + response must fit)"
+        if where.startswith("model."):
+            fix += f", or raise {where}"
+        out.append(ConfigProblem(
+            "rollout.max_new_tokens", f"{new} new tokens leave no room for a prompt in the "
+            f"model's {positions} positions ({where})", fix))
+    return out + local_dir_problems(recipe)
+
+
+def local_dir_problems(recipe: Recipe) -> list[ConfigProblem]:
+    """Plugin options that name a local directory (:data:`~rlctl.config.strict.LocalDir`, e.g.
+    a reward model's ``path``) which is not there."""
+    from rlctl.config.plugin_options import check_selections
+    from rlctl.config.strict import local_dir_fields
+    from rlctl.registry import get_registry
+
+    validated, _ = check_selections(recipe, get_registry())  # the recipe validated already
+    out: list[ConfigProblem] = []
+    for path, options in validated.items():
+        for name, value in local_dir_fields(options):
+            if not Path(value).expanduser().is_dir():
+                out.append(ConfigProblem(
+                    f"{path}.{name}", f"{json.dumps(value)} is not a local directory",
+                    "give the directory of a downloaded checkpoint (rlctl never downloads "
+                    f"weights; working directory: {Path.cwd()})"))
+    return out
 
 
 def _tokenizer(recipe: Recipe) -> tuple[object | None, list[ConfigProblem]]:
