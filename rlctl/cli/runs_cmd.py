@@ -38,7 +38,12 @@ def register_commands(cli: Any) -> None:
         from rlctl.checkpoint import CheckpointDamaged, CheckpointError
         from rlctl.checkpoint.export_target import ExportTargetError
         from rlctl.checkpoint.offline_export import export_checkpoint
+        from rlctl.run.run_lock import still_training, training_run
 
+        busy = training_run(checkpoint)  # first: a checkpoint may rotate away mid-read
+        if busy is not None:
+            typer.echo(f"error: {still_training(*busy)}", err=True)
+            raise typer.Exit(2)
         try:
             out = export_checkpoint(checkpoint, output, overwrite=overwrite)
         except CheckpointDamaged as exc:  # complete, but its files do not match: a run failure

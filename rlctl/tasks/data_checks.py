@@ -313,11 +313,15 @@ def model_positions(recipe: Recipe) -> tuple[int | None, str]:
     model = recipe.model
     if model.path == "tiny":
         return model.tiny.max_position_embeddings, "model.tiny.max_position_embeddings"
+    from rlctl.checkpoint.regular_file import read_text
+
     config = Path(model.path) / "config.json"
     try:
-        cfg = json.loads(config.read_text(encoding="utf-8"))
+        cfg = json.loads(read_text(config))  # not a FIFO: that would hang here
     except (OSError, ValueError):
         return None, ""  # a missing model is reported where it is loaded
+    if not isinstance(cfg, dict):
+        return None, ""
     for section in (cfg, cfg.get("text_config") or {}):
         value = section.get("max_position_embeddings") if isinstance(section, dict) else None
         if isinstance(value, int) and value > 0:

@@ -94,7 +94,7 @@ def test_train_refuses_more_new_tokens_than_the_model_has_positions(rlctl, recip
     path, out = recipe
     result = rlctl("train", path, "-s", "rollout.max_new_tokens=100000", code=2)
     refused(result, "rollout.max_new_tokens", "100000 new tokens leave no room for a prompt in "
-            "the model's 64 positions (model.tiny.max_position_embeddings)")
+            "the model's 512 positions (model.tiny.max_position_embeddings)")
     assert "raise model.tiny.max_position_embeddings" in result.stderr
     assert not out.exists()
 

@@ -210,7 +210,7 @@ def test_a_good_file_passes_every_check(setup) -> None:  # type: ignore[no-untyp
 def test_a_missing_local_tokenizer_is_a_problem_of_model_path(rlctl, setup, tmp_path) -> None:  # type: ignore[no-untyped-def]
     recipe, out = setup
     result = rlctl("train", *recipe("good", "-s", f"model.path={tmp_path / 'no-model'}"), code=2)
-    _assert_refused(result, "model.path", "cannot load the tokenizer")
+    _assert_refused(result, "model.path", "is not a local directory; rlctl never downloads")
     assert json.dumps(str(tmp_path / "no-model"))[1:-1] in result.stderr
     assert not out.exists()
 
