@@ -138,7 +138,6 @@ def _resolve(
 ) -> tuple[Path | None, list[str], list[ConfigProblem]]:
     from rlctl.checkpoint import CheckpointError, CheckpointManager
     from rlctl.checkpoint.manager import CHECKPOINTS_DIR
-
     from rlctl.run.run_lock import still_training, training_run
 
     run_dir = Path(recipe.run.output_dir) / recipe.run.name
