@@ -125,6 +125,9 @@ class ServerOptions(BaseModel):
     """Seconds a server may take to become healthy."""
     request_timeout_s: float = Field(600.0, gt=0)
     """Seconds one generation request may take."""
+    api_key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    """Attached servers (``urls``) that require an API key: the environment variable holding
+    it (the key never goes into a recipe). Servers rlctl starts get a fresh key per run."""
     allow_loader_env: bool = False
     """Let ``env`` set variables outside its allow-list (threads, device selection and the
     engines' own ``VLLM_*`` / ``SGLANG_*`` / ``NCCL_*`` settings): ``LD_PRELOAD``,
