@@ -102,13 +102,17 @@ def _file_problems(data: DataSection, split: str, path: Path) -> list[ConfigProb
         return [ConfigProblem(key, f"{shown} has no rows", "give a file with prompts in it")]
     out += _prompt_type_problems(key, shown, data.prompt_key, schema.field(data.prompt_key).type)
     out += _answer_type_problems(key, shown, data.answer_key, schema.field(data.answer_key).type)
-    if not out:
-        out += _null_problems(key, shown, path, data.prompt_key)
-    if not out:
-        out += _empty_problems(key, shown, path, data.prompt_key)
-    if not out:
-        out += _answer_null_problems(key, shown, path, data.answer_key)
-    return out
+    return out or _value_problems(data, key, shown, path)
+
+
+def _value_problems(data: DataSection, key: str, shown: str, path: Path) -> list[ConfigProblem]:
+    """The first of: null prompts, empty prompts, null answers (each read column by column)."""
+    for check, column in ((_null_problems, data.prompt_key), (_empty_problems, data.prompt_key),
+                          (_answer_null_problems, data.answer_key)):
+        found = check(key, shown, path, column)
+        if found:
+            return found
+    return []
 
 
 def _rows_problems(data: DataSection, key: str, path: Path) -> list[ConfigProblem]:

@@ -161,6 +161,5 @@ def compute_advantages(
     )
     for name in reward_names:  # each reward logged on its own, e.g. reward/digits_match
         partials[name] = mr.partial_of(td[name].float().reshape(-1).tolist())
-    partials.update(agent_partials(meta))
-    partials.update(component_partials(meta))  # reward/<name>/<component> of rule rewards
+    partials.update(agent_partials(meta) | component_partials(meta))  # + reward/<name>/<part>
     return outputs, partials
