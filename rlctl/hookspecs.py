@@ -172,16 +172,17 @@ def register_advantage_estimators(register: Callable[..., None]) -> None:
 def register_policy_losses(register: Callable[..., None]) -> None:
     """Register policy losses (``[algorithm.loss] policy_loss = NAME``).
 
-    ``target(old_log_prob, log_prob, advantages, response_mask, *, loss_agg_mode,
-    clip_low, clip_high, clip_ratio_c, rollout_log_probs=None, tis_cap=None,
-    correction=None, global_normalizer=None, horizon=None, **options) -> (loss, metrics)``
-    with tensors [B, T]; ``metrics`` maps names such as ``pg_clipfrac``, ``ppo_kl`` and
-    ``pg_clipfrac_lower`` to floats. ``correction`` is the recipe's off-policy correction
-    (:class:`rlctl.algorithms.off_policy.OffPolicyCorrection`; its ``weights(old_log_prob,
-    rollout_log_probs, response_mask)`` gives the per-token weights), ``None`` when off;
-    ``tis_cap`` is its cap when the method is ``truncated_is`` (the older convention).
-    Accept and ignore keywords you do not use.
-    Metadata: ``recommended_loss_agg`` (str, optional).
+    ``target(inputs, **options) -> (loss, metrics)``: ``inputs`` is one
+    :class:`rlctl.algorithms.policy_loss_inputs.PolicyLossInputs` per micro-batch (tensors
+    ``[B, T]``: ``old_log_prob``, ``log_prob``, ``advantages``, ``response_mask``,
+    ``rollout_log_probs``; ``loss_agg_mode``, ``clip_low`` / ``clip_high`` /
+    ``clip_ratio_c``; ``correction``, the recipe's resolved off-policy correction whose
+    ``weights(old_log_prob, rollout_log_probs, response_mask)`` gives per-token weights;
+    ``global_normalizer`` and ``horizon`` for the aggregation), ``options`` the fields of the
+    loss's validated option model. ``metrics`` maps names such as ``pg_clipfrac``, ``ppo_kl``
+    and ``pg_clipfrac_lower`` to floats. The
+    :func:`~rlctl.algorithms.policy_loss_inputs.policy_loss` decorator turns a loss written as
+    its per-token math into this call. Metadata: ``recommended_loss_agg`` (str, optional).
     """
 
 
@@ -268,9 +269,10 @@ def register_tools(register: Callable[..., None]) -> None:
     model instance, ``None`` when the tool registered none): an object with a ``name``,
     ``schema() -> dict`` (the OpenAI-style function description ``{"type": "function",
     "function": {"name", "description", "parameters": <JSON schema>}}`` that goes into the
-    chat template) and ``call(arguments: dict, ctx: ToolContext) -> str`` (sync: run in a
-    thread; or async), cut off after the loop's ``tool_timeout_s`` (see
-    :mod:`rlctl.agents.tools`). Build it cheaply: the controller builds the tools once for
+    chat template) and ``call(arguments: dict, ctx: ToolContext) -> str`` (sync: run on
+    the tool's own threads; or async), cut off after the loop's ``tool_timeout_s`` (see
+    :mod:`rlctl.agents.tools`); what it raises is shown to the user with the plugin and
+    ``file:line``. Build it cheaply: the controller builds the tools once for
     their schemas. Metadata: none required.
     """
 

@@ -24,12 +24,13 @@ from typing import Literal
 from pydantic import BaseModel, PositiveFloat, PositiveInt
 
 from rlctl.agents.contract import AgentLoop, AgentLoopSpec, AgentOutput, GenerateFn, PromptRecord
-from rlctl.agents.tools import ToolContext, build_tools, run_call
+from rlctl.agents.tools import CallLimits, ToolContext, ToolRunner
 from rlctl.agents.trajectory import Trajectory
 from rlctl.config.strict import STRICT_CONFIG
 from rlctl.engines.rollout.contract import SamplingParams
 
 DEFAULT_PARSER = "hermes"
+MAX_NOTES = 3  # failed calls of one session shown to the user (all are counted)
 
 
 class ToolLoopOptions(BaseModel):
@@ -46,6 +47,10 @@ class ToolLoopOptions(BaseModel):
     on_tool_error: Literal["observe", "fail"] = "observe"
     """A raising or hung tool: ``observe`` = the model reads the error, ``fail`` = the session
     fails."""
+    tool_threads: PositiveInt = 16
+    """Threads of each synchronous tool per rollout worker (its calls beyond wait for one,
+    within ``tool_timeout_s``); when all are held by calls that never returned, the sessions
+    that call it fail, naming it."""
     max_parallel_calls: PositiveInt = 4
     """Calls of one turn that are run; further calls in the same turn are ignored."""
     max_result_chars: PositiveInt = 4000
@@ -63,12 +68,14 @@ class ToolAgentLoop(AgentLoop):
         registry = spec.registry
         self.options = spec.options_as(ToolLoopOptions)
         self.tokenizer = spec.tokenizer
-        self.tools = build_tools(spec.tools, registry)
-        if not self.tools:
+        if not spec.tools:
             raise ValueError("the tool agent loop needs tools: add [[rollout.tools]] to the recipe")
+        self.runner = ToolRunner.build(spec.tools, registry, threads=self.options.tool_threads)
+        self.limits = CallLimits(self.options.tool_timeout_s, self.options.on_tool_error,
+                                 self.options.max_result_chars)
         self.parser = registry.load("tool_parser", spec.tool_parser or DEFAULT_PARSER)(
             self.tokenizer)
-        self.names = list(self.tools)
+        self.names = list(self.runner.tools)
 
     async def run(
         self, prompt: PromptRecord, session_id: int, sampling: SamplingParams, generate: GenerateFn
@@ -79,6 +86,7 @@ class ToolAgentLoop(AgentLoop):
         outputs: list[AgentOutput] = []
         traj = Trajectory(list(prompt.prompt_ids))
         counts = {"tool_calls": 0.0, "tool_errors": 0.0, "tool_timeouts": 0.0}
+        notes: list[str] = []  # the failed calls, for the user (the model reads its own text)
         finish: str | None = None
         for turn in range(o.max_turns):
             budget = o.max_total_tokens - traj.response_tokens
@@ -98,18 +106,8 @@ class ToolAgentLoop(AgentLoop):
                 break
             calls = calls[: o.max_parallel_calls]
             results = await asyncio.gather(
-                *(
-                    run_call(
-                        self.tools,
-                        call,
-                        ctx,
-                        timeout_s=o.tool_timeout_s,
-                        on_error=o.on_tool_error,
-                        max_chars=o.max_result_chars,
-                    )
-                    for call in calls
-                )
-            )
+                *(self.runner.run(call, ctx, self.limits) for call in calls))
+            notes += [r.error for r in results if r.error is not None]
             counts["tool_calls"] += len(results)
             counts["tool_errors"] += sum(not r.ok for r in results)
             counts["tool_timeouts"] += sum(r.timed_out for r in results)
@@ -139,4 +137,5 @@ class ToolAgentLoop(AgentLoop):
         for out in outputs:
             out.metrics = metrics
             out.extra.update(counts)  # reward functions may read the tool use
+        outputs[-1].notes = notes[:MAX_NOTES]
         return outputs

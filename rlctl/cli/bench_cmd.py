@@ -54,6 +54,7 @@ def bench_dataplane(
     names = tuple(b.strip() for b in backends.split(",") if b.strip())
     if not names:
         raise typer.BadParameter("give at least one backend", param_hint="--backends")
+    _check_backends(names)
     cfg = BenchConfig(
         backends=names,
         samples=samples,
@@ -68,6 +69,23 @@ def bench_dataplane(
     )
     result = run_bench(cfg)
     typer.echo(json.dumps(result) if json_out else format_table(result, cfg))
+
+
+def _check_backends(names: tuple[str, ...]) -> None:
+    """Registered data planes that work across processes (the benchmark puts from a Ray actor)."""
+    from rlctl.registry import get_registry
+
+    registry = get_registry()
+    for name in names:
+        reg = registry.find("data_plane", name)
+        if reg is None:
+            raise typer.BadParameter(
+                f"no data plane named {name!r} (registered: "
+                f"{', '.join(registry.names('data_plane'))})", param_hint="--backends")
+        if reg.metadata.get("multi_process") is False:  # its registration's declared metadata
+            raise typer.BadParameter(
+                f"the {name!r} data plane lives in one process; the benchmark measures puts "
+                "from another process", param_hint="--backends")
 
 
 @hookimpl

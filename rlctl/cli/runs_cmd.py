@@ -41,22 +41,7 @@ def _register_export(cli: Any) -> None:
 
         OUTPUT must be new, empty or an earlier export (which is replaced); any other
         directory is refused unless --overwrite, and a file is always refused."""
-        from rlctl.checkpoint import CheckpointDamaged, CheckpointError
-        from rlctl.checkpoint.export_target import ExportTargetError
-        from rlctl.checkpoint.offline_export import export_checkpoint
-
-        try:
-            out = export_checkpoint(checkpoint, output, overwrite=overwrite)
-        except CheckpointDamaged as exc:  # complete, but its files do not match: a run failure
-            typer.echo(f"error: the checkpoint is damaged: {exc}", err=True)
-            raise typer.Exit(1) from None
-        except (CheckpointError, ExportTargetError, FileNotFoundError) as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(2) from None
-        except OSError as exc:  # e.g. no permission or no space where the export goes
-            typer.echo(f"error: cannot write the export to {output}: {exc}", err=True)
-            raise typer.Exit(1) from None
-        typer.echo(f"wrote {out}")
+        typer.echo(f"wrote {_export(checkpoint, output, overwrite)}")
 
 
 def _register_report(cli: Any) -> None:
@@ -127,6 +112,33 @@ def _register_runs(cli: Any) -> None:
         _print_table(summaries)
 
     cli.add_typer(runs_app, name="runs")
+
+
+def _export(checkpoint: Path, output: Path, overwrite: bool) -> Path:
+    """``rlctl export``'s work: the exported directory, or exit 2 (bad input) / 1 (damage, the
+    machine) with one line."""
+    import typer
+
+    from rlctl.checkpoint import CheckpointDamaged, CheckpointError
+    from rlctl.checkpoint.export_target import ExportTargetError
+    from rlctl.checkpoint.offline_export import export_checkpoint
+    from rlctl.run.run_lock import still_training, training_run
+
+    busy = training_run(checkpoint)  # first: a checkpoint may rotate away mid-read
+    if busy is not None:
+        typer.echo(f"error: {still_training(*busy)}", err=True)
+        raise typer.Exit(2)
+    try:
+        return export_checkpoint(checkpoint, output, overwrite=overwrite)
+    except CheckpointDamaged as exc:  # complete, but its files do not match: a run failure
+        typer.echo(f"error: the checkpoint is damaged: {exc}", err=True)
+        raise typer.Exit(1) from None
+    except (CheckpointError, ExportTargetError, FileNotFoundError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except OSError as exc:  # e.g. no permission or no space where the export goes
+        typer.echo(f"error: cannot write the export to {output}: {exc}", err=True)
+        raise typer.Exit(1) from None
 
 
 def _print_table(summaries: list[Any]) -> None:

@@ -9,6 +9,7 @@ load (checked without importing it, see :mod:`rlctl.registry_targets`).
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
@@ -160,18 +161,32 @@ def kind_words(kind: str) -> str:
 
 
 def unknown_name_problem(sel: Selection, registry: Registry) -> ConfigProblem:
+    """A selected name no plugin registered: the failed plugin that had it, else a guess.
+
+    A name that a plugin registered before it was refused is that plugin's: say so, not
+    "did you mean" a built-in it only looks like. When some plugins did not even import (so
+    what they provide is unknown), only a close guess is offered, after them.
+    """
+    what = f'no {kind_words(sel.kind)} named "{sel.name}" is registered'
+    provider = registry.failed_provider(sel.kind, sel.name)
+    if provider is not None:
+        return ConfigProblem(
+            _path(sel.loc), f"{what}: plugin {provider.name}, which provides it, failed to "
+            f"load: {provider.error}", f"fix or reinstall plugin {provider.name} "
+            "(`rlctl plugins list` shows every failure), or choose another name")
     known = registry.names(sel.kind)
-    fix = choose_from(sel.name, known, what=f"{kind_words(sel.kind)}s")
-    if registry.failures:
-        failed = ", ".join(f.name for f in registry.failures)
-        fix += f"; plugins that failed to load: {failed} (see rlctl plugins list)"
-    else:
-        fix += ", or install the plugin that provides it"
-    return ConfigProblem(
-        _path(sel.loc),
-        f'no {kind_words(sel.kind)} named "{sel.name}" is registered',
-        fix,
-    )
+    if not registry.failures:
+        fix = choose_from(sel.name, known, what=f"{kind_words(sel.kind)}s")
+        return ConfigProblem(_path(sel.loc), what,
+                             fix + ", or install the plugin that provides it")
+    failed = ", ".join(f.name for f in registry.failures)
+    guess = did_you_mean(sel.name, known)
+    close = guess is not None and difflib.SequenceMatcher(None, sel.name, guess).ratio() >= 0.85
+    fix = (f"plugins that failed to load: {failed} (see rlctl plugins list): if one of them "
+           "provides it, fix that plugin")
+    fix += (f'; or did you mean "{guess}"?' if close
+            else f"; registered {kind_words(sel.kind)}s: {', '.join(known) or 'none'}")
+    return ConfigProblem(_path(sel.loc), what, fix)
 
 
 def target_problem(sel: Selection, reg: Registration, why: str) -> ConfigProblem:

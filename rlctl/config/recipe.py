@@ -84,8 +84,10 @@ class TinyModelSection(Section):
     """Number of key/value heads (GQA)."""
     head_dim: PositiveInt = 16
     """Dimension of each attention head."""
-    max_position_embeddings: PositiveInt = 64
-    """Longest sequence (prompt + response) the tiny model accepts."""
+    max_position_embeddings: PositiveInt = 512
+    """Longest sequence (prompt + response) the tiny model accepts; ``rlctl train`` refuses a
+    ``rollout.max_new_tokens`` that leaves no room for a prompt (512: the default 256 new
+    tokens fit with a long prompt)."""
 
 
 class ModelSection(Section):

@@ -21,9 +21,38 @@ def reward_names(recipe: Recipe, registry: Registry) -> list[str]:
     return [default] if default else []
 
 
+# A score is sum(weight x reward) (+ the overlong penalty), kept as float32 and squared by the
+# group statistics (std): past ~1.8e19 that square is inf, and inf - inf is a NaN loss. With
+# the scale of the weights below this bound, a reward may reach 1e12 before that happens, far
+# beyond what a reward function returns. (1e308 for a weight trained on NaN from step 1.)
+MAX_SCORE_SCALE = 1e6
+# Dynamic sampling keeps prompts_per_step groups a step; a draw is at most this many steps'
+# worth (verl's DAPO recipes draw 3x): a bigger one generates groups that are only cut, and
+# 1e20 allocated for minutes before failing. More draws (max_draws) cover a low keep rate.
+MAX_DRAW_FACTOR = 16
+
+
 def sampling_and_reward_problems(recipe: Recipe, registry: Registry) -> list[ConfigProblem]:
     return (_dynamic_sampling(recipe, registry) + _overlong(recipe)
-            + _model_rewards(recipe, registry))
+            + _model_rewards(recipe, registry) + _score_scale(recipe))
+
+
+def _score_scale(recipe: Recipe) -> list[ConfigProblem]:
+    """Weights (and the overlong penalty) whose products with a reward overflow float32."""
+    terms = [(f"rewards[{i}].weight", abs(r.weight)) for i, r in enumerate(recipe.rewards)]
+    if recipe.algorithm.overlong.buffer_len:
+        terms.append(("algorithm.overlong.penalty_factor",
+                      recipe.algorithm.overlong.penalty_factor))
+    scale = sum(value for _, value in terms)
+    if scale <= MAX_SCORE_SCALE:
+        return []
+    key, value = max(terms, key=lambda t: t[1])
+    return [ConfigProblem(
+        key, f"{value:g} makes the score's scale {scale:g} (the sum of |weight| and the "
+        f"overlong penalty_factor): a reward of 1 times it leaves float32 once the group "
+        "statistics square it, and the run trains on NaN",
+        f"keep the sum at most {MAX_SCORE_SCALE:g}: scale rewards down rather than up (only "
+        "the ratio of the weights matters to normalised advantages)")]
 
 
 def _dynamic_sampling(recipe: Recipe, registry: Registry) -> list[ConfigProblem]:
@@ -37,6 +66,14 @@ def _dynamic_sampling(recipe: Recipe, registry: Registry) -> list[ConfigProblem]
                                   f"set {key}.enabled = true, or remove prompts_per_draw")]
         return []
     out: list[ConfigProblem] = []
+    most = MAX_DRAW_FACTOR * alg.prompts_per_step
+    if ds.prompts_per_draw is not None and ds.prompts_per_draw > most:
+        out.append(ConfigProblem(
+            f"{key}.prompts_per_draw", f"{ds.prompts_per_draw} prompts per draw is more than "
+            f"{MAX_DRAW_FACTOR} steps' worth (prompts_per_step = {alg.prompts_per_step}): a "
+            "step keeps prompts_per_step groups and cuts the rest",
+            f"set prompts_per_draw <= {most} (DAPO draws about 3x prompts_per_step), and "
+            "raise max_draws if too few groups are kept"))
     if alg.group_size < 2:
         out.append(ConfigProblem(
             f"{key}.enabled", f"group_size = {alg.group_size}: a group of one response is "

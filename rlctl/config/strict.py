@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import Any
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Strict
 
@@ -64,3 +65,23 @@ def non_finite_paths(value: Any, loc: tuple[str | int, ...] = ()) -> Iterator[tu
     elif isinstance(value, list | tuple):
         for i, item in enumerate(value):
             yield from non_finite_paths(item, (*loc, i))
+
+
+@dataclass(frozen=True)
+class LocalDirectory:
+    """Field metadata: the value is a local directory that must exist when a run starts."""
+
+
+LocalDir = Annotated[str, LocalDirectory()]
+"""An option naming a local directory (a checkpoint to load...): ``rlctl train`` checks it
+exists before any worker starts, naming the key (``config validate`` does not: a recipe is
+often validated on another machine than the one it runs on)."""
+
+
+def local_dir_fields(options: BaseModel) -> Iterator[tuple[str, str]]:
+    """``(field, value)`` of every :data:`LocalDir` field of ``options`` that is set."""
+    for name, info in type(options).model_fields.items():
+        if any(isinstance(m, LocalDirectory) for m in info.metadata):
+            value = getattr(options, name)
+            if value is not None:
+                yield name, str(value)

@@ -8,6 +8,7 @@ any other path must be a local Hugging Face directory: everything is loaded with
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,13 +33,59 @@ def torch_dtype(name: str) -> torch.dtype:
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
 
 
-def _check_local_dir(path: str, what: str) -> None:
+class ModelDirError(ValueError):
+    """A model directory rlctl will not load: it holds something that is not a file where
+    transformers reads one, or it needs its own Python code and that is not allowed."""
+
+
+# what transformers reads from a model directory: a custom-code model names its classes here
+_CODE_CONFIGS = ("config.json", "tokenizer_config.json")
+
+
+def _check_local_dir(path: str, what: str, *, trust_remote_code: bool = False) -> None:
+    """``path`` is a local directory transformers can read without hanging and, unless
+    ``trust_remote_code``, without running code from it."""
     if not Path(path).is_dir():
         raise FileNotFoundError(
             f"[model] {what} = {path!r} is not a local directory; rlctl never downloads "
             f"weights: download the checkpoint first (e.g. `hf download <id> --local-dir DIR`) "
             f"and set {what} to that directory, or use \"tiny\" for the offline tiny model"
         )
+    from rlctl.checkpoint.regular_file import not_regular, read_text
+
+    for entry in sorted(Path(path).iterdir()):
+        odd = None if entry.is_dir() else not_regular(entry)  # a FIFO would hang the read
+        if odd is not None:
+            raise ModelDirError(f"[model] {what}: {odd}, not a file; remove it")
+    if trust_remote_code:
+        return
+    for name in _CODE_CONFIGS:
+        config = Path(path) / name
+        try:
+            auto_map = json.loads(read_text(config)).get("auto_map") if config.exists() else None
+        except (OSError, ValueError, AttributeError):
+            continue  # not JSON (or not an object): transformers reports that itself
+        if auto_map:
+            raise ModelDirError(
+                f"[model] {what} = {path!r} needs its own Python code ({name} maps "
+                f"{', '.join(sorted(auto_map))} to it), and rlctl runs no model code unless "
+                "model.trust_remote_code = true (only for a model you trust)")
+
+
+def model_dir_problems(model: ModelSection) -> list[tuple[str, str]]:
+    """``(key, why)`` for each directory of ``[model]`` that :func:`load_tokenizer` or
+    :func:`load_causal_lm` would refuse, found without loading (``rlctl train`` asks before
+    anything starts)."""
+    out: list[tuple[str, str]] = []
+    for what in ("path", "tokenizer"):
+        value = getattr(model, what)
+        if value is None or value == TINY:
+            continue
+        try:
+            _check_local_dir(value, what, trust_remote_code=model.trust_remote_code)
+        except (FileNotFoundError, ModelDirError) as exc:
+            out.append((f"model.{what}", str(exc).removeprefix("[model] ")))
+    return out
 
 
 def load_tokenizer(model: ModelSection) -> PreTrainedTokenizerBase:
@@ -50,7 +97,8 @@ def load_tokenizer(model: ModelSection) -> PreTrainedTokenizerBase:
         return build_chat_tokenizer()
     from transformers import AutoTokenizer
 
-    _check_local_dir(source, "tokenizer" if model.tokenizer else "path")
+    _check_local_dir(source, "tokenizer" if model.tokenizer else "path",
+                     trust_remote_code=model.trust_remote_code)
     tok = AutoTokenizer.from_pretrained(
         source, local_files_only=True, trust_remote_code=model.trust_remote_code
     )
@@ -76,7 +124,7 @@ def load_causal_lm(
         return lm.to(dtype)
     from transformers import AutoModelForCausalLM
 
-    _check_local_dir(model.path, "path")
+    _check_local_dir(model.path, "path", trust_remote_code=model.trust_remote_code)
     lm = AutoModelForCausalLM.from_pretrained(
         model.path,
         local_files_only=True,

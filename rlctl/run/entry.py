@@ -43,7 +43,7 @@ def train_from_recipe(
         loaded = validate_recipe(loaded)
     from rlctl.run.run_dir import RunDirError
     from rlctl.run.run_lock import RunLockedError
-    from rlctl.run.signals import EXIT_TERMINATED, StopOnSigterm, Terminated
+    from rlctl.run.signals import EXIT_TERMINATED, StopOnSigterm
 
     # Messages hold user text (paths, TOML keys like "[data]"): escape it, or rich reads it
     # as markup, drops it, or fails on a "[/x]" with an error that hides the real one.
@@ -51,10 +51,12 @@ def train_from_recipe(
         try:
             run = Run(loaded, quiet=quiet, resume=resume, force_resume=force_resume)
             run.execute()
-        except Terminated:
-            err.print("[red]terminated[/red]")
-            return EXIT_TERMINATED
         except KeyboardInterrupt:
+            # Ray's core turns a signal that lands inside ray.get into a KeyboardInterrupt of
+            # its own: whether SIGTERM came is what the handler recorded, not the class.
+            if stop.received:
+                err.print("[red]terminated[/red]")
+                return EXIT_TERMINATED
             err.print("[red]interrupted[/red]")
             return 1
         except (RunDirError, RunLockedError) as exc:
@@ -142,6 +144,7 @@ class Run:
         from rlctl.run.checkpointing import RunCheckpoints
         from rlctl.run.lifecycle import LifecycleHooks
         from rlctl.run.progress import StepProgress
+        from rlctl.run.run_log import RunLog
         from rlctl.run.session import Session
         from rlctl.sinks.logger import MetricLogger
 
@@ -162,6 +165,7 @@ class Run:
                             for name in self.recipe.logging.sinks}
             logger = MetricLogger.from_recipe(self.recipe, self.run_dir, quiet=self.quiet,
                                               options=sink_options)
+            run_log = RunLog(self.run_dir)
             hooks("on_train_start", recipe=self.recipe, run_dir=str(self.run_dir))
             try:
                 with StepProgress(
@@ -174,6 +178,8 @@ class Run:
                         if schedule.eval_every and (step % schedule.eval_every == 0 or last):
                             metrics.update(trainer.validate(step))
                         logger.log(step, metrics)
+                        for note in trainer.notes:  # e.g. a tool that raised, once a step
+                            run_log.warn(note, step=step)
                         hooks("on_step_end", step=step, metrics=metrics)
                         if schedule.save_every and (step % schedule.save_every == 0 or last):
                             checkpoints.save(session, step)

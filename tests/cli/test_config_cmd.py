@@ -112,7 +112,7 @@ num_hidden_layers = 2
 num_attention_heads = 4
 num_key_value_heads = 2
 head_dim = 16
-max_position_embeddings = 64
+max_position_embeddings = 512
 
 [critic]
 enabled = false

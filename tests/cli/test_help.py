@@ -79,8 +79,9 @@ Arguments:
 
 Options:
   -s, --set KEY=VALUE  Override one key, e.g. -s algorithm.kl.coef=0.01 (value
-                       parsed as TOML; a bare word is a string). Beats RLCTL_*
-                       env vars and recipe files.
+                       parsed as TOML; a bare word is a string), or unset it: -s
+                       ~algorithm.kl.coef. Beats RLCTL_* env vars and recipe
+                       files.
   --skip-data          Do not open data.train / data.val (a recipe for another
                        machine, whose files are not here); `train` still checks
                        them.
@@ -104,8 +105,9 @@ Arguments:
 
 Options:
   -s, --set KEY=VALUE       Override one key, e.g. -s algorithm.kl.coef=0.01
-                            (value parsed as TOML; a bare word is a string).
-                            Beats RLCTL_* env vars and recipe files.
+                            (value parsed as TOML; a bare word is a string), or
+                            unset it: -s ~algorithm.kl.coef. Beats RLCTL_* env
+                            vars and recipe files.
   -f, --format <toml|json>  Output format.  [default: toml]
   --sources                 Say where each value came from (default, file, env,
                             -s).
@@ -174,8 +176,9 @@ Arguments:
 
 Options:
   -s, --set KEY=VALUE  Override one key, e.g. -s algorithm.kl.coef=0.01 (value
-                       parsed as TOML; a bare word is a string). Beats RLCTL_*
-                       env vars and recipe files.
+                       parsed as TOML; a bare word is a string), or unset it: -s
+                       ~algorithm.kl.coef. Beats RLCTL_* env vars and recipe
+                       files.
   --local              Run every role in this process (resources.mode =
                        "local").
   -q, --quiet          No progress bar.

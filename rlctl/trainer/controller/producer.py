@@ -88,6 +88,8 @@ class _Collected:
     kept: list[KVBatchMeta] = field(default_factory=list)
     seen: set[str] = field(default_factory=set)
     dropped: int = 0
+    reward_parts: dict[str, mr.Partial] = field(default_factory=dict)
+    """The model rewards' extra components (``reward/<name>/<part>``) of every sample scored."""
 
     @property
     def uids(self) -> set[str]:
@@ -128,7 +130,7 @@ class RolloutProducer:
         drawn = varied = 0
         while True:
             batch = self._wait_step(step)
-            counts += self._complete_step(step, batch)
+            counts += self._complete_step(step, batch, got)
             new = batch.select(lambda _k, tags: tags["uid"] not in got.seen)
             got.seen.update(new.tag_values("uid"))
             evicted = self._evict(got, new, version)
@@ -239,30 +241,34 @@ class RolloutProducer:
                 f"generate (step {step}): no answer to a liveness check either; {text}")
         return SampleTimeout(text, exc.missing)
 
-    def _complete_step(self, step: int, batch: KVBatchMeta) -> list[dict[str, float]]:
+    def _complete_step(self, step: int, batch: KVBatchMeta,
+                       got: _Collected) -> list[dict[str, float]]:
         """Complete ``step``'s dispatches whose samples ``batch`` holds; their counts."""
         counts: list[dict[str, float]] = []
         for d in [d for d in self.in_flight if d.step == step]:
             if d.prompts is not None:
                 mine = set(d.uids)
-                self._complete(d, batch.select(lambda _k, tags, m=mine: tags["uid"] in m))
+                parts = self._complete(d, batch.select(lambda _k, tags, m=mine: tags["uid"] in m))
+                got.reward_parts = mr.merge([got.reward_parts, parts])
             counts += d.counts
         self.in_flight = [d for d in self.in_flight if d.step != step]
         return counts
 
-    def _complete(self, d: Dispatch, samples: KVBatchMeta) -> None:
+    def _complete(self, d: Dispatch, samples: KVBatchMeta) -> dict[str, mr.Partial]:
         """Collect one dispatch's counts, score its samples with the reward models (they read
-        the prompts' ground truth), then clear its prompts."""
+        the prompts' ground truth), then clear its prompts; the model rewards' components."""
         try:
             if d.pending is not None:
                 d.counts = self.rollout.wait(d.pending, timeout=self.settings.bound_s)
                 d.pending = None
-            if self.reward is not None and len(samples):
-                with self.timer("reward_model"):
-                    self.reward.call(
-                        RewardWorker.score, [{"meta": s} for s in
-                                             samples.chunk(self.reward.world_size)],
-                        prompt_partition=d.prompts.partition_id, timeout=self.settings.bound_s)
+            if self.reward is None or not len(samples):
+                return {}
+            with self.timer("reward_model"):
+                parts = self.reward.call(
+                    RewardWorker.score, [{"meta": s} for s in
+                                         samples.chunk(self.reward.world_size)],
+                    prompt_partition=d.prompts.partition_id, timeout=self.settings.bound_s)
+            return mr.merge(parts)
         finally:
             self.clears.clear(list(d.prompts.keys), d.prompts.partition_id)
             d.prompts = None
@@ -308,6 +314,7 @@ class RolloutProducer:
         self.timer.add("wait_train", idle)
         merged = mr.merge([{k: mr.scalar_partial(v) for k, v in c.items()} for c in counts])
         out = {"rollout/failures": merged.get("failures", (0.0, 1.0, 0.0, 0.0))[0]}
+        out.update(mr.finalize(got.reward_parts))  # reward/<model>/<component>
         if self.dynamic is not None:
             gen_batches, drawn, varied = draws
             out.update({"dynamic_sampling/groups_drawn": float(drawn),

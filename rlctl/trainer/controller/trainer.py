@@ -23,6 +23,7 @@ from rlctl.trainer.controller.step_timer import StepTimer
 from rlctl.trainer.controller.worker_group import TrafficMeter, WorkerGroup
 from rlctl.trainer.plan import StepPlan
 from rlctl.trainer.worker.rollout_worker import RolloutWorker
+from rlctl.trainer.worker.sessions import step_notes
 from rlctl.trainer.worker.training_worker import TrainingWorker
 
 EXTREME_METRICS = (
@@ -88,6 +89,7 @@ class Trainer:
         self.kl_ctl = make_kl_controller(kl.controller, kl.coef, target=kl.target,
                                          horizon=kl.horizon)
         self.policy_version = 0
+        self.notes: list[str] = []  # the last step's episode notes (tools that raised...)
 
     # ================================================================== one step
     def step(self, step: int) -> dict[str, float]:
@@ -96,6 +98,7 @@ class Trainer:
         started = time.perf_counter()
         with self.timer("gen"):
             batch, produced = self.producer.batch_for(step, self.policy_version)
+        self.notes = step_notes(batch)  # shown by the run once the step is logged
         shards = self.balance(batch)
         partials = self.old_log_probs(shards)
         partials += self.reference_log_probs(shards)

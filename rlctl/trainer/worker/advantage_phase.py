@@ -25,7 +25,12 @@ from rlctl.trainer.worker.fields import (
     to_padded,
 )
 from rlctl.trainer.worker.reward_sections import effective_rewards, reward_fields
-from rlctl.trainer.worker.sessions import agent_partials, estimate_by_session, place_scores
+from rlctl.trainer.worker.sessions import (
+    agent_partials,
+    component_partials,
+    estimate_by_session,
+    place_scores,
+)
 
 # estimator `requires` name -> data-plane field holding it
 REQUIRED_FIELDS = {
@@ -170,5 +175,5 @@ def _partials(meta: KVBatchMeta, td: Any, scores: Any, token_rewards: Any, advan
     }
     for name in reward_names:  # each reward logged on its own, e.g. reward/digits_match
         partials[name] = mr.partial_of(td[name].float().reshape(-1).tolist())
-    partials.update(agent_partials(meta))
+    partials.update(agent_partials(meta) | component_partials(meta))  # + reward/<name>/<part>
     return partials

@@ -5,7 +5,8 @@ controller's process), started only when a ``[[rewards]]`` entry is a ``model`` 
 ``score`` reads the samples' tokens from the data plane (the ground truth from the prompt
 partition), scores them in batches, and writes each reward's raw score (``reward/<name>``,
 ``reward/<name>/<part>``) back, adding the weighted sum to the ``score`` the rollout workers
-wrote (their rule rewards and judges). Only counts go back to the controller.
+wrote (their rule rewards and judges). Only the components' scalar partials go back to the
+controller.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from typing import Any
 
 from rlctl.config.loaded import LoadedRecipe
 from rlctl.protocol.kv import KVBatchMeta
+from rlctl.trainer import metric_reduce as mr
 from rlctl.trainer.worker.contract import Worker
 from rlctl.trainer.worker.fields import non_tensor_column, rows
-from rlctl.trainer.worker.sessions import session_groups
+from rlctl.trainer.worker.sessions import is_reward_component, session_groups
 
 
 class RewardWorker(Worker):
@@ -54,16 +56,17 @@ class RewardWorker(Worker):
                                               device=pick_device(self.recipe))
         return True
 
-    def score(self, meta: KVBatchMeta, prompt_partition: str) -> dict[str, float]:
+    def score(self, meta: KVBatchMeta, prompt_partition: str) -> dict[str, mr.Partial]:
         """Score ``meta``'s samples; their prompts (ground truth) are in ``prompt_partition``
-        under their uids."""
+        under their uids. Returns the partials of the scorers' extra components
+        (``reward/<name>/<part>``)."""
         import torch
         from tensordict import TensorDict
 
         from rlctl.rewards.base import RewardInput
 
         if len(meta) == 0:
-            return {"scored": 0.0}
+            return {}
         keys = list(meta.keys)
         td = self.plane.kv_batch_get(keys, meta.partition_id,
                                      ["prompt_ids", "response_ids", "score"])
@@ -105,4 +108,7 @@ class RewardWorker(Worker):
             fields[f"reward/{name}"] = torch.tensor([r.get(name, 0.0) for r in results],
                                                     dtype=torch.float32)  # [B]
         self.plane.kv_batch_put(keys, meta.partition_id, TensorDict(fields, batch_size=[len(keys)]))
-        return {"scored": float(len(keys))}
+        # The components a scorer returned are known only now: the controller logs their
+        # means (the rewards' own reward/<name> fields are read with the step's samples).
+        return {name: mr.partial_of(values.tolist()) for name, values in fields.items()
+                if is_reward_component(name)}

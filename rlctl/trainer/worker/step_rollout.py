@@ -19,6 +19,7 @@ from rlctl.protocol.kv import make_key
 from rlctl.registry import get_registry
 from rlctl.trainer.worker.fields import from_rows
 from rlctl.trainer.worker.reward_sections import reward_fields
+from rlctl.trainer.worker.sessions import NOTE_CHARS, is_reward_component
 
 log = logging.getLogger(__name__)
 
@@ -315,6 +316,11 @@ class StepRollout:
             tags["episode_error"] = it.error[:1000]
         for name, value in out.metrics.items():
             tags[f"agent/{name}"] = float(value)
+        for name, value in it.parts.items():  # components: names known only now (sessions.py)
+            if is_reward_component(name):
+                tags[name] = float(value)
+        if out.notes:  # a few short texts, on the outputs that have any (sessions.py)
+            tags["notes"] = [str(n)[:NOTE_CHARS] for n in out.notes[:3]]
         return tags
 
     async def _generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Any:

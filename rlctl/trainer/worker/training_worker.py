@@ -343,6 +343,7 @@ class TrainingWorker(Worker):
         if len(meta) == 0:
             return {}
         from rlctl.trainer.worker.reward_sections import reward_fields
+        from rlctl.trainer.worker.sessions import component_partials
 
         names = ["score"] + reward_fields(self.recipe, self.registry)
         td = self.plane.kv_batch_get(list(meta.keys), meta.partition_id, names)
@@ -353,6 +354,7 @@ class TrainingWorker(Worker):
             for n in names
         }
         partials["response_length"] = mr.partial_of(generated_lengths(meta))
+        partials.update(component_partials(meta))
         return partials
 
     # ------------------------------------------------------------------ weights & state

@@ -34,6 +34,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import os
+import secrets
 import shutil
 import tempfile
 from abc import abstractmethod
@@ -117,9 +119,31 @@ class ServerRolloutEngine(RolloutEngine):
     def server_command(self, index: int, model_dir: str) -> ServerCommand:
         """The command that starts replica ``index`` serving ``model_dir``."""
 
+    takes_api_key: ClassVar[bool] = False
+    """Whether the servers this engine starts can require an API key (:meth:`with_api_key`);
+    the base's default: no."""
+
+    def with_api_key(self, command: ServerCommand, key: str) -> ServerCommand:
+        """``command`` made to require ``key`` on its requests (called when
+        :attr:`takes_api_key`; the base leaves the command as it is)."""
+        return command
+
     @abstractmethod
     def served_model(self, url: str) -> str:
-        """The model name an attached server serves."""
+        """The model name an attached server serves (ask with :attr:`attached_api_key`)."""
+
+    @property
+    def attached_api_key(self) -> str | None:
+        """The key of attached servers: the variable ``api_key_env`` names (``None``: none)."""
+        name = self.options.api_key_env
+        if name is None:
+            return None
+        key = os.environ.get(name)
+        if not key:
+            raise ServerError(f"[engines.rollout.options] api_key_env = {name!r}, but that "
+                              "environment variable is not set: export the servers' API key "
+                              "in it")
+        return key
 
     def check_model_dir(self, model_dir: Path) -> None:
         """Refuse, before a slow server start, a checkpoint the engine cannot serve (optional)."""
@@ -157,18 +181,24 @@ class ServerRolloutEngine(RolloutEngine):
         if self.options.urls:
             urls = [u.rstrip("/") for u in self.options.urls]
             wait_for_urls(urls, self.options.startup_timeout_s, self.health_path)
-            self._replicas = [Replica(url, self.served_model(url)) for url in urls]
+            key = self.attached_api_key
+            self._replicas = [Replica(url, self.served_model(url), api_key=key) for url in urls]
             return
         model_dir = self._model_dir()
         self._model_path = model_dir
         self._known_names = checkpoint_names(Path(model_dir))
         log_dir = Path(self.options.log_dir) if self.options.log_dir else self.workdir / "logs"
+        # One fresh key per run, as the gateway does: another local user (or another run) on
+        # this loopback port cannot generate with, or push weights into, this run's servers.
+        key = secrets.token_urlsafe(32) if self.takes_api_key else None
         servers = []
         for i in range(self.spec.replicas):
             command = self.server_command(i, model_dir)
+            if key is not None:
+                command = self.with_api_key(command, key)
             log = log_dir / f"{self.engine_name}-{i}-{command.port}.log"
             servers.append(ServerProcess(command, log))
-        self._replicas = [Replica(s.url, self.served_name, s) for s in servers]
+        self._replicas = [Replica(s.url, self.served_name, s, api_key=key) for s in servers]
         start_servers(servers, self.options.startup_timeout_s)
 
     async def _warm_up_all(self) -> None:

@@ -35,6 +35,8 @@ public surface of :class:`~rlctl.engines.rollout.server.engine.ServerRolloutEngi
 from __future__ import annotations
 
 import json
+import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -72,10 +74,23 @@ class SGLangRolloutEngine(ServerRolloutEngine):
         command.argv.extend(["--weight-version", "0"])
         return command
 
+    takes_api_key = True
+
+    def with_api_key(self, command: ServerCommand, key: str) -> ServerCommand:
+        """SGLang reads no variable for its key, and a command line is readable by every local
+        user: the key goes into a 0600 ``--config`` YAML file in the engine's private work
+        directory. It guards every route but the health probes. (SGLang itself prints its
+        arguments, the key among them, into the server's log in that directory.)"""
+        path = self.workdir / f"{command.name.replace('[', '-').rstrip(']')}-api-key.yaml"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(f'api-key: "{key}"\n')  # token_urlsafe: letters, digits, - and _
+        return replace(command, argv=[*command.argv, "--config", str(path)])
+
     def served_model(self, url: str) -> str:
         """The model name an attached server serves (``GET /model_info``); also notes its
         version."""
-        info = get_json(url + "/model_info")
+        info = get_json(url + "/model_info", api_key=self.attached_api_key)
         self._initial_labels[url] = str(info.get("weight_version"))
         return str(info.get("served_model_name") or info.get("model_path"))
 

@@ -27,6 +27,7 @@ backend comes from the sync's options in ``RolloutEngineSpec.weight_sync_options
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -79,9 +80,16 @@ class VLLMRolloutEngine(ServerRolloutEngine):
             transfer_backend=self._transfer_backend,
         )
 
+    takes_api_key = True
+
+    def with_api_key(self, command: ServerCommand, key: str) -> ServerCommand:
+        """vLLM reads its key from ``VLLM_API_KEY`` (kept off the command line, which every
+        local user can read); it guards the OpenAI routes rlctl generates with."""
+        return replace(command, env={**command.env, "VLLM_API_KEY": key})
+
     def served_model(self, url: str) -> str:
         """The model name an attached server serves (``GET /v1/models``)."""
-        models = get_json(url + "/v1/models").get("data") or []
+        models = get_json(url + "/v1/models", api_key=self.attached_api_key).get("data") or []
         if not models:
             raise ServerError(
                 f"server {url} serves no model (GET /v1/models is empty); is it a vLLM server?"

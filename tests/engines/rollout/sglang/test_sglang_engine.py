@@ -8,6 +8,7 @@ load); the last test kills it on purpose. Tolerances are documented in ``docs/sg
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import time
@@ -163,8 +164,27 @@ def test_a_version_the_engine_did_not_set_fails_loudly(engine):
     assert {g.weight_version for g in greedy(engine, n=2)} == {version}
 
 
-def test_attach_to_a_running_server(engine):
-    recipe = tiny_recipe("unused-in-attach-mode", urls=engine.urls, startup_timeout_s=30)
+def test_the_server_requires_this_runs_api_key(engine):
+    """A fresh key per run (as the gateway has): a request without it is refused, and no
+    command line shows it."""
+    import urllib.error
+    import urllib.request
+
+    [replica] = engine.replicas
+    assert replica.api_key and len(replica.api_key) >= 32
+    body = json.dumps({"input_ids": [1], "sampling_params": {"max_new_tokens": 1}}).encode()
+    request = urllib.request.Request(replica.url + "/generate", data=body,
+                                     headers={"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)
+    assert refused.value.code == 401
+    assert replica.api_key not in " ".join(replica.process.command.argv)
+
+
+def test_attach_to_a_running_server(engine, monkeypatch):
+    monkeypatch.setenv("RLCTL_TEST_SGLANG_KEY", engine.replicas[0].api_key)
+    recipe = tiny_recipe("unused-in-attach-mode", urls=engine.urls, startup_timeout_s=30,
+                         api_key_env="RLCTL_TEST_SGLANG_KEY")
     attached = SGLangRolloutEngine(RolloutEngineSpec.from_loaded(validate_recipe(recipe)))
     attached.load()
     try:
