@@ -296,7 +296,7 @@ def _plan(session: GatewaySession, req: TurnRequest, chat: ChatRendering) -> _Pl
     n = len(session.history)
     if traj is not None and n and len(req.messages) > n and req.tools == session.tools and all(
         same_reply(h, canonical(m)) if i in session.replies else h == canonical(m)
-        for i, (h, m) in enumerate(zip(session.history, req.messages))
+        for i, (h, m) in enumerate(zip(session.history, req.messages[:n], strict=True))
     ):
         obs = chat.delta_ids(req.messages[n:])
         if traj.last_turn_ids and traj.last_turn_ids[-1] not in chat.turn_end:

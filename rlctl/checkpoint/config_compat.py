@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rlctl.checkpoint import regular_file
+from rlctl import regular_file
 from rlctl.checkpoint.atomic import atomic_write_json
 
 CONFIG_SNAPSHOT_FILE = "config.json"

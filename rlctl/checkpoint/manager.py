@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlctl.checkpoint import regular_file
+from rlctl import regular_file
 from rlctl.checkpoint.atomic import atomic_write_json, atomic_write_text, fsync_dir, fsync_tree
 
 CHECKPOINTS_DIR = "checkpoints"

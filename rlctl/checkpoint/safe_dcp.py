@@ -35,7 +35,7 @@ from torch.distributed.checkpoint.default_planner import (
 )
 from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
 
-from rlctl.checkpoint import regular_file
+from rlctl import regular_file
 from rlctl.checkpoint.manager import CheckpointDamaged, CheckpointError
 
 METADATA_FILE = ".metadata"

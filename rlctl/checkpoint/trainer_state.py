@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from rlctl.checkpoint import regular_file
+from rlctl import regular_file
 from rlctl.checkpoint.atomic import atomic_write_json
 
 TRAINER_STATE_FILE = "trainer_state.json"

@@ -14,7 +14,7 @@ import json
 import os
 from pathlib import Path, PurePosixPath
 
-from rlctl.checkpoint import regular_file
+from rlctl import regular_file
 from rlctl.checkpoint.manager import (
     COMPLETE_MARKER,
     CheckpointDamaged,

@@ -51,7 +51,7 @@ def _check_local_dir(path: str, what: str, *, trust_remote_code: bool = False) -
             f"weights: download the checkpoint first (e.g. `hf download <id> --local-dir DIR`) "
             f"and set {what} to that directory, or use \"tiny\" for the offline tiny model"
         )
-    from rlctl.checkpoint.regular_file import not_regular, read_text
+    from rlctl.regular_file import not_regular, read_text
 
     for entry in sorted(Path(path).iterdir()):
         odd = None if entry.is_dir() else not_regular(entry)  # a FIFO would hang the read

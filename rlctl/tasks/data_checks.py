@@ -317,7 +317,7 @@ def model_positions(recipe: Recipe) -> tuple[int | None, str]:
     model = recipe.model
     if model.path in ("tiny", "tiny-chat"):  # the built-in models: [model.tiny]
         return model.tiny.max_position_embeddings, "model.tiny.max_position_embeddings"
-    from rlctl.checkpoint.regular_file import read_text
+    from rlctl.regular_file import read_text
 
     config = Path(model.path) / "config.json"
     try:
