@@ -235,7 +235,8 @@ class RolloutEngineSection(Section):
     backend: str = "hf"
     """Registered rollout engine (``hf``, ``vllm``, ``sglang``)."""
     replicas: PositiveInt = 1
-    """Rollout engine replicas (agent-loop workers share them)."""
+    """Rollout engine replicas (servers) in all: each agent-loop worker runs ``replicas /
+    agent_workers`` of them (it must divide)."""
     agent_workers: PositiveInt = 1
     """AgentLoop worker processes."""
     weight_sync: str | None = None
@@ -277,11 +278,18 @@ class ResourcesSection(Section):
     num_cpus: PositiveInt | None = None
     """Logical CPUs for a locally started Ray cluster; ``None`` counts the machine's."""
     nodes: PositiveInt = 1
-    """Nodes of the cluster."""
+    """Nodes the run uses (the placement plan fills them in order)."""
     devices_per_node: PositiveInt = 1
-    """Accelerators (or CPU ranks) per node."""
+    """Devices per node the run uses: accelerators, or CPU cores with ``accelerator = "cpu"``."""
+    accelerator: Literal["auto", "gpu", "cpu"] = "auto"
+    """What a device is: ``gpu`` (Ray's GPU resource), ``cpu`` (a core); ``auto``: from
+    ``run.device``, else ``gpu`` when the cluster has GPUs."""
     placement: Literal["colocate", "split"] = "colocate"
-    """``colocate``: rollout and training share devices; ``split``: separate devices."""
+    """``colocate``: rollout (and reward) workers share the training devices, taking turns;
+    ``split``: they get devices of their own (``rlctl config show`` prints the plan)."""
+    rollout_nodes: PositiveInt | None = None
+    """With ``split``: the last N nodes go to rollout (and reward) workers; ``None``: their
+    devices follow training's, node by node."""
 
 
 class ScheduleSection(Section):

@@ -40,6 +40,16 @@ class OptionsModel(BaseModel):
     model_config = STRICT_CONFIG
 
 
+class RolloutEngineOptions(OptionsModel):
+    """Base of a rollout engine's option model (``[engines.rollout.options]``): it says how
+    many devices one rollout worker's engine takes, which the placement plan reserves."""
+
+    def devices_per_worker(self, replicas: int) -> int:
+        """Devices of one rollout worker's engine with ``replicas`` replicas (1: the engine
+        runs in the worker's own process, on its one device)."""
+        return 1
+
+
 class TrainEngineOptions(OptionsModel):
     """Base of a training engine's option model (``[engines.train.options]``): it says how
     many ranks hold one model copy, which the batch arithmetic divides the ranks by."""

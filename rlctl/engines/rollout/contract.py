@@ -124,11 +124,17 @@ class RolloutEngineSpec(OptionsSpec):
         recipe = loaded.recipe
         return cls(
             model=recipe.model, model_seed=recipe.run.seed, seed=recipe.run.seed + 1000 * rank,
-            device=device, replicas=recipe.engines.rollout.replicas,
+            device=device, replicas=replicas_per_worker(recipe),
             partial_rollout=recipe.algorithm.staleness.partial_rollout == "resume",
             weight_sync_options=loaded.options_for("engines.rollout.weight_sync_options"),
             options=loaded.options_for(cls.options_key),
         )
+
+
+def replicas_per_worker(recipe: Recipe) -> int:
+    """The engine replicas one rollout worker runs: ``replicas / agent_workers`` (at least 1)."""
+    rollout = recipe.engines.rollout
+    return max(rollout.replicas // rollout.agent_workers, 1)
 
 
 class RolloutEngine(ABC):

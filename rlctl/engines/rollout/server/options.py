@@ -17,7 +17,6 @@ import re
 from typing import Any
 
 from pydantic import (
-    BaseModel,
     Field,
     PositiveInt,
     ValidationError,
@@ -27,7 +26,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from rlctl.config.strict import STRICT_CONFIG
+from rlctl.config.strict import RolloutEngineOptions
 
 WEIGHT_SYNC_OPTIONS = "engines.rollout.weight_sync_options"
 """Where weight-sync options live (the registered sync's model validates them)."""
@@ -87,10 +86,13 @@ def interpreter_problem(path: str) -> str | None:
     return None
 
 
-class ServerOptions(BaseModel):
+class ServerOptions(RolloutEngineOptions):
     """Where the servers come from and how long they may take."""
 
-    model_config = STRICT_CONFIG
+    def devices_per_worker(self, replicas: int) -> int:
+        """Every replica is a server of ``tensor_parallel_size`` devices (none when the
+        servers run elsewhere: ``urls``)."""
+        return 0 if self.urls else replicas * self.tensor_parallel_size
 
     @model_validator(mode="before")
     @classmethod
