@@ -92,7 +92,8 @@ class Session:
         if self.in_process and not plane.metadata.get("multi_process", False):
             return
         resources = self.recipe.resources
-        if start_ray(address=resources.address, num_cpus=resources.num_cpus):
+        if start_ray(address=resources.address, num_cpus=resources.num_cpus,
+                     worker_logs=not self.in_process):
             self.stack.callback(stop_ray)
         from rlctl.run.signals import reinstall
 
