@@ -46,7 +46,10 @@ to stderr, machine output (TOML, JSON, lists) to stdout. Plugins may add command
 **Plugins on a cluster.** A plugin is a Python package: in Ray mode every node that runs a
 worker imports it (the workers build the engines, rewards, tools and environments a recipe
 names), so install it, in the same version, on every Ray node, not only where `rlctl train`
-runs. `rlctl plugins list` on a node shows what that node has.
+runs. `rlctl plugins list` on a node shows what that node has. `rlctl train` checks it
+before any worker builds anything: a worker process that lacks a plugin the controller
+loaded, or has another version of it (or of rlctl), fails the start with one line naming
+the node, the plugin and both versions.
 """
 
 

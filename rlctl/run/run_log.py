@@ -26,12 +26,13 @@ class RunLog:
         """Print ``warning: step N: message`` (unless quiet) and append it to the file."""
         text = f"step {step}: {message}" if step is not None else message
         if not self.quiet:
-            from rich.console import Console
             from rich.markup import escape
 
+            from rlctl.sinks.console import console_for
+
             # soft_wrap: the message stays one greppable line; escape: it holds user text
-            Console(stderr=True, soft_wrap=True).print(
-                f"[yellow]warning:[/yellow] {escape(text)}", highlight=False)
+            console_for("stderr").print(
+                f"[yellow]warning:[/yellow] {escape(text)}", highlight=False, soft_wrap=True)
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
         try:
             with self.path.open("a", encoding="utf-8") as f:

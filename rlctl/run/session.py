@@ -16,6 +16,7 @@ from contextlib import ExitStack
 from typing import Any, Self
 
 from rlctl.config.loaded import LoadedRecipe
+from rlctl.plugin_parity import PluginPin, plugin_pins
 from rlctl.trainer.controller.worker_group import TrafficMeter, WorkerGroup, start_worker_group
 
 TRAIN, VAL = "train", "val"
@@ -42,6 +43,8 @@ class Session:
         self.stack = ExitStack()
         self.meter = TrafficMeter()
         self.reward: WorkerGroup | None = None  # started only when a reward is a model
+        self.plugins: tuple[PluginPin, ...] = ()
+        """What every Ray worker must have (:mod:`rlctl.plugin_parity`); none in --local."""
 
     def __enter__(self) -> Self:
         try:
@@ -61,6 +64,8 @@ class Session:
         from rlctl.trainer.plan import build_plan
 
         registry = get_registry()
+        # Ray workers must have the plugins this process loaded; --local ranks share them.
+        self.plugins = () if self.in_process else plugin_pins(registry)
         self._start_ray(registry)
         self.plane = self._open_plane()
         self.policy = policy_of(self.loaded)
@@ -87,7 +92,8 @@ class Session:
         if self.in_process and not plane.metadata.get("multi_process", False):
             return
         resources = self.recipe.resources
-        if start_ray(address=resources.address, num_cpus=resources.num_cpus):
+        if start_ray(address=resources.address, num_cpus=resources.num_cpus,
+                     worker_logs=not self.in_process):
             self.stack.callback(stop_ray)
         from rlctl.run.signals import reinstall
 
@@ -108,7 +114,7 @@ class Session:
         group = start_worker_group(name, worker_cls, per_rank, self.meter,
                                    in_process=self.in_process,
                                    start_timeout=schedule.start_timeout_s,
-                                   timeout=schedule.phase_timeout_s)
+                                   timeout=schedule.phase_timeout_s, plugins=self.plugins)
         self.stack.callback(group.shutdown)
         return group
 

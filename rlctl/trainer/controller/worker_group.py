@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from rlctl.plugin_parity import PluginPin
 from rlctl.protocol.refs import is_reference
 from rlctl.trainer.controller.heartbeat import Heartbeat
 from rlctl.trainer.worker.contract import Worker
@@ -126,11 +127,15 @@ class WorkerGroup(ABC):
         """The bound of one call: the caller's, else the group's (never unbounded)."""
         return self.timeout if timeout is None else timeout
 
-    def start(self, worker_cls: type[Worker], timeout: float) -> None:
-        """The start of every group: rank 0's rendezvous port when the ranks form one
+    def start(self, worker_cls: type[Worker], timeout: float,
+              plugins: Sequence[PluginPin] = ()) -> None:
+        """The start of every group: every rank checks it has ``plugins`` (the controller's,
+        when the ranks run in other processes), rank 0's rendezvous port when the ranks form one
         torch.distributed world (bound and held by rank 0 before the others learn it: a port
         probed here would be free only now), ``ready`` on every rank (constructor and build
         failures surface now, with the rank), then every rank's pid."""
+        if plugins:
+            self.call(worker_cls.check_plugins, timeout=timeout, expected=list(plugins))
         joined: dict[str, Any] = {}
         if self.world_size > 1 and worker_cls.joins_process_group:
             joined["master_port"] = self.call_rank(0, worker_cls.rendezvous_port,
@@ -462,10 +467,12 @@ def start_worker_group(
     in_process: bool,
     start_timeout: float,
     timeout: float,
+    plugins: Sequence[PluginPin] = (),
 ) -> WorkerGroup:
     """One role's ranks, started: ``worker_cls(**init_kwargs[r])`` per rank r, as objects in
-    this process (``in_process``: ``--local``) or as Ray actors; then :meth:`WorkerGroup.start`.
-    A group that fails to start is shut down before the error propagates."""
+    this process (``in_process``: ``--local``) or as Ray actors; then :meth:`WorkerGroup.start`
+    (``plugins``: the controller's, that every rank must have). A group that fails to start is
+    shut down before the error propagates."""
     group: WorkerGroup
     if in_process:
         group = LocalWorkerGroup(name, [worker_cls(**kw) for kw in init_kwargs], meter,
@@ -473,7 +480,7 @@ def start_worker_group(
     else:
         group = RayWorkerGroup(name, worker_cls, init_kwargs, meter, timeout=timeout)
     try:
-        group.start(worker_cls, start_timeout)
+        group.start(worker_cls, start_timeout, plugins)
     except BaseException:
         group.shutdown()
         raise

@@ -2,8 +2,9 @@
 
 A worker group (:mod:`rlctl.trainer.controller.worker_group`) runs one instance of a worker
 class per rank, as a Ray actor or as an object in the controller's process (``--local``), and
-starts every group the same way: rank 0 of a group whose ranks form one torch.distributed
-world binds its rendezvous port first (:meth:`Worker.rendezvous_port`), every rank builds
+starts every group the same way: a Ray group's ranks first check they have the controller's
+plugins (:meth:`Worker.check_plugins`), rank 0 of a group whose ranks form one torch.distributed
+world binds its rendezvous port (:meth:`Worker.rendezvous_port`), every rank builds
 itself in :meth:`Worker.ready` (taking that port), then each reports its :meth:`Worker.pid`.
 """
 
@@ -11,7 +12,10 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import ClassVar
+
+from rlctl.plugin_parity import PluginPin, check_plugins_here
 
 
 class Worker(ABC):
@@ -27,6 +31,12 @@ class Worker(ABC):
     joins_process_group: ClassVar[bool] = False
     """The group's ranks form one torch.distributed world: rank 0 answers
     :meth:`rendezvous_port` and every rank's :meth:`ready` takes it as ``master_port``."""
+
+    def check_plugins(self, expected: Sequence[PluginPin]) -> None:
+        """Raise naming this node, the plugin and both versions when this process lacks a
+        plugin the controller loaded (``expected``), or has another version; called before
+        :meth:`ready` on the ranks of a Ray group (:mod:`rlctl.plugin_parity`)."""
+        check_plugins_here(expected)
 
     @abstractmethod
     def ready(self, master_port: int | None = None) -> bool:
