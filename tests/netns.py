@@ -7,12 +7,18 @@ namespace "every interface" means the namespace's own ``lo`` and one veth: a nod
 exactly two addresses, its loopback (private to it, as on a real machine) and the address the
 test gave it, and the machine's interface address does not exist and cannot be routed to.
 
+A command run in a node (:meth:`Namespace.exec_prefix`) also gets the node's own host name
+(a UTS namespace) and an ``/etc/hosts`` naming every node (``ip netns exec`` mounts
+``/etc/netns/<name>/hosts`` over it), so the host name resolves to the node's address as on
+a cluster: what finds its address through the host name (gloo's default device, c10d) works.
+
 :func:`bridged_namespaces` builds ``n`` node namespaces joined by a bridge that lives in a
 namespace of its own (``…-sw``, the "switch"), so the machine's root namespace gets no
 interface, address or route. Every name carries the creating process's pid: a namespace whose
 creator has died (a test killed by a timeout) is removed, with its processes, by the next
 :func:`remove_stale` (see there). Needs root (``CAP_SYS_ADMIN`` + ``CAP_NET_ADMIN``) and
-iproute2's ``ip``; :func:`unavailable_reason` says why not where they are missing.
+iproute2's ``ip`` and util-linux; :func:`unavailable_reason` says why not where they are
+missing.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from pathlib import Path
 from typing import TypeVar
 
 NETNS_DIR = Path("/run/netns")  # where `ip netns add` mounts a namespace under its name
+ETC_DIR = Path("/etc/netns")  # files `ip netns exec` mounts over /etc, per namespace
 NODE_IFACE = "clnet0"  # the veth inside each node namespace (not a name the host uses)
 PREFIX = "rlctest"
 _NAME = re.compile(rf"^{PREFIX}-(\d+)-([a-z0-9]+)-(sw|n\d+)$")
@@ -46,7 +53,7 @@ def unavailable_reason() -> str | None:
         return "network namespaces are Linux only"
     if os.geteuid() != 0:
         return "creating network namespaces needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN)"
-    missing = [tool for tool in ("ip", "nsenter", "setpriv") if shutil.which(tool) is None]
+    missing = [tool for tool in ("ip", "unshare", "setpriv") if shutil.which(tool) is None]
     if missing:
         return f"missing {', '.join(missing)} (Debian: apt-get install iproute2 util-linux)"
     return None
@@ -71,36 +78,34 @@ def _setns(fd: int) -> None:
 
 @dataclass(frozen=True)
 class Namespace:
-    """A named network namespace (``/run/netns/<name>``)."""
+    """A named network namespace (``/run/netns/<name>``); a node's has a host name."""
 
     name: str
+    hostname: str = ""
 
     @property
     def path(self) -> Path:
         return NETNS_DIR / self.name
 
     def exec_prefix(self) -> list[str]:
-        """Argv prefix that runs a command inside this namespace (``nsenter`` execs it, so the
-        command keeps the pid that ``Popen`` returns)."""
-        return ["nsenter", f"--net={self.path}", "--"]
-
-    def enter_current_thread(self) -> None:
-        """Move the calling thread (for good) into this namespace: for a fresh process's main
-        thread before it opens any socket, or a throw-away thread (:meth:`run_in`)."""
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
-            _setns(fd)
-        finally:
-            os.close(fd)
+        """Argv prefix that runs a command on this node: in its network namespace, with its
+        ``/etc/hosts`` and its host name. Every step execs the next, so the command keeps the
+        pid ``Popen`` returns, and inherited file descriptors."""
+        return ["ip", "netns", "exec", self.name, "unshare", "--uts", "--",
+                "sh", "-c", 'hostname "$0" && exec "$@"', self.hostname]
 
     def run_in(self, fn: Callable[[], T], timeout_s: float = 30.0) -> T:
-        """``fn()`` on a short-lived thread inside this namespace (its sockets are opened
-        there); the caller's own threads stay where they are."""
+        """``fn()`` on a short-lived thread moved into this network namespace (its sockets
+        are opened there); the caller's own threads stay where they are."""
         box: list[object] = []
 
         def target() -> None:
             try:
-                self.enter_current_thread()
+                fd = os.open(self.path, os.O_RDONLY)
+                try:
+                    _setns(fd)
+                finally:
+                    os.close(fd)
                 box.append(("ok", fn()))
             except BaseException as exc:  # noqa: BLE001 - handed to the caller below
                 box.append(("err", exc))
@@ -148,6 +153,7 @@ class Namespace:
     def delete(self) -> None:
         if self.path.exists():
             _ip("netns", "delete", self.name)
+        shutil.rmtree(ETC_DIR / self.name, ignore_errors=True)
 
 
 def _disable_ipv6() -> None:
@@ -157,8 +163,10 @@ def _disable_ipv6() -> None:
         Path(f"/proc/sys/net/ipv6/conf/{which}/disable_ipv6").write_text("1")
 
 
-def _make_node(ns: Namespace, switch: Namespace, index: int, address: str) -> None:
+def _make_node(ns: Namespace, switch: Namespace, index: int, address: str, hosts: str) -> None:
     _ip("netns", "add", ns.name)
+    (ETC_DIR / ns.name).mkdir(parents=True)
+    (ETC_DIR / ns.name / "hosts").write_text(hosts)
     ns.run_in(_disable_ipv6)
     _ip("-n", ns.name, "link", "set", "lo", "up")
     # Both ends are created directly in their namespaces: nothing appears in the root one.
@@ -172,18 +180,22 @@ def _make_node(ns: Namespace, switch: Namespace, index: int, address: str) -> No
 
 @contextlib.contextmanager
 def bridged_namespaces(addresses: list[str]) -> Iterator[list[Namespace]]:
-    """One namespace per address (all in one /24), bridged; every process left inside is
-    killed and every namespace deleted on exit, also after a failure."""
+    """One namespace per address (all in one /24), bridged, node ``i`` named ``rlnode{i}``;
+    every process left inside is killed and every namespace deleted on exit, also after a
+    failure."""
     remove_stale()
     tag = os.urandom(3).hex()
     switch = Namespace(f"{PREFIX}-{os.getpid()}-{tag}-sw")
-    nodes = [Namespace(f"{PREFIX}-{os.getpid()}-{tag}-n{i}") for i in range(len(addresses))]
+    nodes = [Namespace(f"{PREFIX}-{os.getpid()}-{tag}-n{i}", f"rlnode{i}")
+             for i in range(len(addresses))]
+    hosts = "127.0.0.1 localhost\n" + "".join(
+        f"{address} {ns.hostname}\n" for ns, address in zip(nodes, addresses, strict=True))
     try:
         _ip("netns", "add", switch.name)
         _ip("-n", switch.name, "link", "add", "br0", "type", "bridge")
         _ip("-n", switch.name, "link", "set", "br0", "up")
         for i, (ns, address) in enumerate(zip(nodes, addresses, strict=True)):
-            _make_node(ns, switch, i, address)
+            _make_node(ns, switch, i, address, hosts)
         yield nodes
     finally:
         for ns in [*nodes, switch]:
@@ -207,13 +219,12 @@ def remove_stale() -> None:
     """Delete this module's namespaces whose creating process is gone (killed before its
     clean-up ran), killing what still runs in them. Only names of this module's shape are
     touched, and only when their creator's pid is dead."""
-    if not NETNS_DIR.is_dir():
-        return
-    for entry in sorted(NETNS_DIR.iterdir()):
-        match = _NAME.match(entry.name)
+    names = {e.name for d in (NETNS_DIR, ETC_DIR) if d.is_dir() for e in d.iterdir()}
+    for name in sorted(names):
+        match = _NAME.match(name)
         if match is None or _alive(int(match.group(1))):
             continue
-        stale = Namespace(entry.name)
+        stale = Namespace(name)
         stale.kill_all()
         with contextlib.suppress(RuntimeError):
             stale.delete()

@@ -7,10 +7,11 @@ with its own address (``10.254.0.1`` is the head, node ``i`` is ``10.254.0.{i+1}
 machine's own interface address. The cluster has token auth with a token file of its own
 (never ``~/.ray``), and fast node-failure detection (:data:`FAST_FAILURE_DETECTION`).
 
-Drivers run inside the head node's namespace: :meth:`RayTestCluster.driver` (a Python driver
-process whose functions the test calls) or :meth:`RayTestCluster.run` (any command, e.g.
-``rlctl train``), both with :meth:`RayTestCluster.driver_env`. The test process itself never
-joins: gRPC threads left by an earlier ``ray.init`` in the root namespace would dial from there.
+Every process runs on its node like on a machine of its own: its network namespace, its host
+name (``rlnode{i}``) and an ``/etc/hosts`` naming every node. Drivers run on the head node:
+:meth:`RayTestCluster.driver` (a Python driver process whose functions the test calls) or
+:meth:`RayTestCluster.run` (any command, e.g. ``rlctl train``), both with
+:meth:`RayTestCluster.driver_env`. The test process itself never joins: it is on no node.
 
     with ray_cluster([{"num_cpus": 2, "num_gpus": 2}] * 3) as cluster:
         with cluster.driver() as driver:
@@ -161,7 +162,7 @@ class RayTestCluster:
     @contextlib.contextmanager
     def driver(self, timeout_s: float = 120.0) -> Iterator[RayDriver]:
         """A Python driver process on the head node, connected to this cluster."""
-        driver = RayDriver(self.namespace(0), self.driver_env(), self.address,
+        driver = RayDriver(self.namespace(0).exec_prefix(), self.driver_env(), self.address,
                            expected_nodes=len(self.nodes), timeout_s=timeout_s)
         try:
             yield driver

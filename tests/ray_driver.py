@@ -1,33 +1,34 @@
-"""A Ray driver in its own process inside a node's network namespace, called from a test.
+"""A Ray driver process on a node of the test cluster, whose functions a test calls.
 
-The process is started with ``spawn`` (a fresh interpreter, no threads yet), moves its main
-thread into the namespace before it imports Ray, joins the cluster and then runs the
-module-level functions the test sends it, one at a time, returning their results. Every call
-is bounded; a driver that does not answer in time is killed and the call fails, naming it.
-Only this test's own child process is unpickled here.
+It runs as ``python -m tests.ray_driver`` through the node's exec prefix (its network
+namespace, host name and ``/etc/hosts``, like every process of the cluster), joins the
+cluster, waits until every node is alive, then runs the module-level functions the test
+sends it over a socket pair, one at a time, returning their results (pickled: only this
+test's own child is unpickled). Every call is bounded; a driver that does not answer in time
+is killed and the call fails, naming it.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import os
+import socket
+import subprocess
+import sys
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
-from tests.netns import Namespace
+ROOT = Path(__file__).resolve().parents[1]
 
 
 class DriverCallError(RuntimeError):
     """A function run in the driver raised; the message carries the driver's traceback."""
 
 
-def _join_cluster(namespace: Namespace, env: Mapping[str, str], address: str,
-                  expected_nodes: int, timeout_s: float) -> None:
-    namespace.enter_current_thread()  # before any socket or thread exists in this process
-    os.environ.clear()
-    os.environ.update(env)
+def _join_cluster(address: str, expected_nodes: int, timeout_s: float) -> None:
     import ray
 
     ray.init(address=address, log_to_driver=False)
@@ -39,10 +40,11 @@ def _join_cluster(namespace: Namespace, env: Mapping[str, str], address: str,
         time.sleep(0.2)
 
 
-def _serve(conn: Any, namespace: Namespace, env: Mapping[str, str], address: str,
-           expected_nodes: int, timeout_s: float) -> None:
+def main(argv: Sequence[str]) -> None:
+    """``python -m tests.ray_driver FD ADDRESS EXPECTED_NODES TIMEOUT_S``."""
+    conn = Connection(int(argv[0]))
     try:
-        _join_cluster(namespace, env, address, expected_nodes, timeout_s)
+        _join_cluster(argv[1], int(argv[2]), float(argv[3]))
         conn.send(("ok", None))
     except BaseException:  # noqa: BLE001 - reported to the test, then this process ends
         conn.send(("err", traceback.format_exc()))
@@ -61,19 +63,23 @@ def _serve(conn: Any, namespace: Namespace, env: Mapping[str, str], address: str
 class RayDriver:
     """The test's handle on the driver process: :meth:`call` runs a function there."""
 
-    def __init__(self, namespace: Namespace, env: Mapping[str, str], address: str, *,
+    def __init__(self, exec_prefix: Sequence[str], env: Mapping[str, str], address: str, *,
                  expected_nodes: int, timeout_s: float) -> None:
-        ctx = multiprocessing.get_context("spawn")
-        self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(
-            target=_serve, args=(child, namespace, dict(env), address, expected_nodes,
-                                 timeout_s), name="ray-test-driver", daemon=True)
-        self._proc.start()
-        child.close()
+        ours, theirs = socket.socketpair()
+        env = dict(env)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+        try:
+            self._proc = subprocess.Popen(
+                [*exec_prefix, sys.executable, "-m", "tests.ray_driver", str(theirs.fileno()),
+                 address, str(expected_nodes), str(timeout_s)],
+                env=env, cwd=ROOT, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL)
+        finally:
+            theirs.close()
+        self._conn = Connection(ours.detach())
         self._receive("joining the cluster", timeout_s + 60)
 
     @property
-    def pid(self) -> int | None:
+    def pid(self) -> int:
         return self._proc.pid
 
     def call(self, fn: Callable[..., Any], *args: Any, timeout_s: float = 300.0,
@@ -91,22 +97,26 @@ class RayDriver:
         except EOFError:
             self._kill()
             raise DriverCallError(f"the test driver died during {what} "
-                                  f"(exit code {self._proc.exitcode})") from None
+                                  f"(exit code {self._proc.returncode})") from None
         if kind == "err":
             raise DriverCallError(f"{what} failed in the test driver:\n{value}")
         return value
 
     def _kill(self) -> None:
-        if self._proc.is_alive():
+        if self._proc.poll() is None:
             self._proc.kill()
-        self._proc.join(10)
+        self._proc.wait(10)
 
     def close(self) -> None:
-        if self._proc.is_alive():
+        if self._proc.poll() is None:
             try:
                 self._conn.send(None)
-            except OSError:
+                self._proc.wait(30)
+            except (OSError, subprocess.TimeoutExpired):
                 pass
-            self._proc.join(30)
         self._kill()
         self._conn.close()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -97,6 +97,34 @@ def spread_one_bundle_per_node(n_nodes):
         remove_placement_group(group)
 
 
+def gloo_all_reduce_across(node_ids, master_address):
+    """One gloo rank per node, rendezvous at ``master_address``; nothing set by hand: each rank
+    finds its address the default way (its host name)."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    @ray.remote(num_cpus=1)
+    def rank(index, world):
+        import datetime
+        import socket
+
+        import torch
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo", init_method=f"tcp://{master_address}:29500",
+                                rank=index, world_size=world,
+                                timeout=datetime.timedelta(seconds=120))
+        total = torch.tensor([float(index + 1)])
+        dist.all_reduce(total)
+        dist.destroy_process_group()
+        host = socket.gethostname()
+        return ray.util.get_node_ip_address(), host, socket.gethostbyname(host), total.item()
+
+    return ray.get([rank.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+        node_id, soft=False)).remote(i, len(node_ids)) for i, node_id in enumerate(node_ids)],
+        timeout=240)
+
+
 _PINGERS = {}  # node id -> an actor there (module state of the driver process)
 
 
@@ -206,6 +234,16 @@ def test_no_socket_is_on_the_machines_interface_address(cluster, driver):
     assert driver.pid in cluster_pids  # the driver runs on the head node too
     in_root = {c.pid for c in psutil.net_connections(kind="inet") if c.pid}
     assert cluster_pids.isdisjoint(in_root)  # no cluster process has a socket out here
+
+
+def test_a_gloo_group_rendezvouses_across_node_addresses(cluster, driver):
+    workers = cluster.node_ids[1:]
+    results = driver.call(gloo_all_reduce_across, workers, cluster.node_addresses[1])
+    expected = sum(range(1, len(workers) + 1))
+    for i, (address, host, resolved, total) in enumerate(results, start=1):
+        assert address == resolved == cluster.node_addresses[i]  # a host name of its own ...
+        assert host == f"rlnode{i}"  # ... that resolves to the node's address
+        assert total == expected
 
 
 # Ray's first request to a GCS (what ray.init and `ray start --address` begin with).
