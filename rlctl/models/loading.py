@@ -1,8 +1,9 @@
 """Load the policy tokenizer, causal LM and value model named by ``[model]``.
 
-``path = "tiny"`` builds the offline tiny model (:mod:`rlctl.models.tiny`); any other path
-must be a local Hugging Face directory: everything is loaded with ``local_files_only=True``,
-so a run never downloads weights behind the user's back.
+``path = "tiny"`` builds the offline tiny model (:mod:`rlctl.models.tiny`); a catalog name
+(``smollm2-135m``, :mod:`rlctl.models.catalog`) is the directory ``rlctl models install``
+wrote; any other path must be a local Hugging Face directory: everything is loaded with
+``local_files_only=True``, so a run never downloads weights behind the user's back.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rlctl.models.catalog import resolve_model_path
 from rlctl.models.tiny import build_tiny_model, build_tiny_tokenizer
 
 if TYPE_CHECKING:
@@ -33,7 +35,8 @@ def _check_local_dir(path: str, what: str) -> None:
         raise FileNotFoundError(
             f"[model] {what} = {path!r} is not a local directory; rlctl never downloads "
             f"weights: download the checkpoint first (e.g. `hf download <id> --local-dir DIR`) "
-            f"and set {what} to that directory, or use \"tiny\" for the offline tiny model"
+            f"and set {what} to that directory, use a model `rlctl models list` names, or \"tiny\" "
+            "for the offline tiny model"
         )
 
 
@@ -44,6 +47,7 @@ def load_tokenizer(model: ModelSection) -> PreTrainedTokenizerBase:
         return build_tiny_tokenizer()
     from transformers import AutoTokenizer
 
+    source = resolve_model_path(source)
     _check_local_dir(source, "tokenizer" if model.tokenizer else "path")
     tok = AutoTokenizer.from_pretrained(
         source, local_files_only=True, trust_remote_code=model.trust_remote_code
@@ -68,9 +72,10 @@ def load_causal_lm(
         return lm.to(dtype)
     from transformers import AutoModelForCausalLM
 
-    _check_local_dir(model.path, "path")
+    path = resolve_model_path(model.path)
+    _check_local_dir(path, "path")
     lm = AutoModelForCausalLM.from_pretrained(
-        model.path,
+        path,
         local_files_only=True,
         dtype=dtype,
         trust_remote_code=model.trust_remote_code,

@@ -168,6 +168,8 @@ class Run:
                     schedule.total_steps, enabled=self.recipe.logging.progress and not self.quiet
                 ) as progress:
                     progress.advance(start - 1, {})
+                    if schedule.eval_every and start == 1:  # the curve starts at the base model
+                        logger.log(0, trainer.validate(0))
                     for step in range(start, schedule.total_steps + 1):
                         metrics = trainer.step(step)
                         last = step == schedule.total_steps

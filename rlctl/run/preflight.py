@@ -35,7 +35,7 @@ class Checked:
 
 def preflight(recipe: Recipe, *, resume: str | bool | None, force_resume: bool = False) -> Checked:
     """Check data, prompt lengths and the checkpoint to resume; see the module docstring."""
-    problems = data_problems(recipe)
+    problems = model_problems(recipe) + data_problems(recipe)
     checked = Checked()
     if resume:
         path = None if resume is True or resume == "latest" else str(resume)
@@ -57,6 +57,22 @@ def preflight(recipe: Recipe, *, resume: str | bool | None, force_resume: bool =
     if problems:
         raise ConfigError(problems)
     return checked
+
+
+def model_problems(recipe: Recipe) -> list[ConfigProblem]:
+    """Catalog models (``rlctl models list``) the recipe names but this machine lacks."""
+    from rlctl.models.catalog import ModelNotInstalledError, install_command, resolve_model_path
+
+    out = []
+    for key, value in (("model.path", recipe.model.path), ("model.tokenizer",
+                       recipe.model.tokenizer), ("critic.path", recipe.critic.path)):
+        try:
+            if value is not None:
+                resolve_model_path(value)
+        except ModelNotInstalledError as exc:
+            out.append(ConfigProblem(key, str(exc).split(": run")[0],
+                                     f"run `{install_command(value)}` (once per machine)"))
+    return out
 
 
 def data_problems(recipe: Recipe) -> list[ConfigProblem]:

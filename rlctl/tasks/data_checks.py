@@ -263,7 +263,12 @@ def model_positions(recipe: Recipe) -> tuple[int | None, str]:
     model = recipe.model
     if model.path == "tiny":
         return model.tiny.max_position_embeddings, "model.tiny.max_position_embeddings"
-    config = Path(model.path) / "config.json"
+    from rlctl.models.catalog import resolve_model_path
+
+    try:
+        config = Path(resolve_model_path(model.path)) / "config.json"
+    except FileNotFoundError:
+        return None, ""  # a model not installed is reported by the preflight
     try:
         cfg = json.loads(config.read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -351,6 +351,13 @@ class TrainingWorker:
             for n in names
         }
         partials["response_length"] = mr.partial_of(generated_lengths(meta))
+        from rlctl.evals.metrics import accuracy_partials, group_scores
+
+        # the shard holds whole groups (group_shards): pass@k needs each prompt's responses
+        groups = group_scores(meta.tag_values("uid"), td["score"].float().reshape(-1).tolist())
+        partials.update(accuracy_partials(
+            groups, correct_score=self.recipe.rollout.val_correct_score,
+            greedy=self.recipe.rollout.val_temperature == 0))
         return partials
 
     # ------------------------------------------------------------------ weights & state
