@@ -23,6 +23,7 @@ MODEL = "smollm2-135m"
 
 pytestmark = [
     pytest.mark.heavy,
+    pytest.mark.slow,  # out of the quick loop (-m "not slow") too
     pytest.mark.skipif(not is_installed(MODEL), reason=f"run `{install_command(MODEL)}` first"),
     pytest.mark.timeout(3 * 3600),
 ]
