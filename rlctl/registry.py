@@ -38,6 +38,8 @@ BUILTIN_MODULES: tuple[str, ...] = (
     *(k.builtin for k in hookspecs.PLUGIN_KINDS.values()),
     "rlctl.cli.bench_cmd",
     "rlctl.cli.engines_cmd",
+    "rlctl.cli.eval_cmd",
+    "rlctl.cli.models_cmd",
     "rlctl.cli.runs_cmd",
     "rlctl.plugins.trainer_checks",
 )

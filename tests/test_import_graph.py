@@ -24,6 +24,7 @@ ENTRY = "rlctl.__main__"  # `python -m rlctl`: the program's entry, above every 
 LOWER = ("rlctl.engines", "rlctl.trainer", "rlctl.agents", "rlctl.dataplane", "rlctl.config",
          "rlctl.algorithms", "rlctl.protocol", "rlctl.models", "rlctl.rewards", "rlctl.tasks",
          "rlctl.sinks", "rlctl.checkpoint", "rlctl.inspect", "rlctl.bench", "rlctl.testing",
+         "rlctl.evals",
          "rlctl.registry", "rlctl.hookspecs")
 
 

@@ -59,8 +59,8 @@ def _register_report(cli: Any) -> None:
             False, "--overwrite", help="Replace OUTPUT even if it is not an earlier rlctl report."
         ),
     ) -> None:
-        """Plot reward, KL, entropy, response length and step time of runs into a PNG, and
-        print a short summary of each run."""
+        """Plot reward, KL, entropy, response length, step time and held-out accuracy of runs
+        into a PNG, and print a short summary of each run."""
         from rlctl.inspect.report import ReportTargetError, build_report
         from rlctl.inspect.run_metrics import RunNotFoundError
 

@@ -131,12 +131,6 @@ def _batch_problems(recipe: Recipe, model_parallel: int = 1) -> list[ConfigProbl
 def _engine_problems(recipe: Recipe, registry: Registry) -> list[ConfigProblem]:
     out: list[ConfigProblem] = []
     rollout = recipe.engines.rollout
-    if rollout.replicas % rollout.agent_workers:
-        out.append(ConfigProblem(
-            "engines.rollout.replicas",
-            f"{rollout.replicas} replicas cannot be shared by {rollout.agent_workers} agent "
-            "workers (each runs replicas / agent_workers of them)",
-            f"use a multiple of engines.rollout.agent_workers ({rollout.agent_workers})"))
     if rollout.weight_sync is not None:
         sync = registry.find("weight_sync", rollout.weight_sync)
         engines = tuple(sync.metadata.get("engines", ())) if sync is not None else ()

@@ -103,6 +103,14 @@ def build_placement(recipe: Recipe, *, rollout_devices: int, reward_workers: int
     accelerator = res.accelerator
     if accelerator == "auto" and recipe.run.device != "auto":
         accelerator = "gpu" if recipe.run.device == "cuda" else "cpu"
+    devices = res.nodes * res.devices_per_node
+    if engines.train.ranks > devices:
+        raise PlacementError(
+            "engines.train.ranks",
+            f"{engines.train.ranks} training ranks but the cluster has {devices} devices "
+            f"(resources.nodes {res.nodes} x devices_per_node {res.devices_per_node})",
+            f"set resources.devices_per_node >= {-(-engines.train.ranks // res.nodes)} or "
+            "lower engines.train.ranks")
     grid = _Grid(res.nodes, res.devices_per_node)
     train = [grid.take("train", r, 1) for r in range(engines.train.ranks)]
     if res.placement == "colocate":
@@ -111,6 +119,8 @@ def build_placement(recipe: Recipe, *, rollout_devices: int, reward_workers: int
         grid.skip_to(res.nodes - res.rollout_nodes)
     rollout = [grid.take("rollout", w, rollout_devices)
                for w in range(engines.rollout.agent_workers)]
+    if res.placement == "colocate":
+        grid = _Grid(res.nodes, res.devices_per_node)  # reward models share them too
     reward = [grid.take("reward", w, 1) for w in range(reward_workers)]
     seats = _shares([*train, *rollout, *reward])
     return PlacementPlan(accelerator, res.nodes, res.devices_per_node, res.placement,
@@ -186,16 +196,44 @@ def _reward_workers(recipe: Recipe, registry: object) -> int:
     return 0
 
 
+def replica_problems(recipe: Recipe, rollout_options: object | None) -> list[object]:
+    """``engines.rollout.replicas`` against the engine: the replicas an engine starts are
+    shared out evenly to the agent workers; an engine without replicas of its own (in the
+    worker's process, or attached to ``urls``) takes none, so a count there would do nothing."""
+    from rlctl.config.problems import ConfigProblem
+    from rlctl.config.strict import RolloutEngineOptions
+
+    rollout = recipe.engines.rollout
+    if not isinstance(rollout_options, RolloutEngineOptions):
+        return []  # the options' own problem is reported already
+    if not rollout_options.starts_replicas:
+        if rollout.replicas == 1:
+            return []
+        return [ConfigProblem(
+            "engines.rollout.replicas", f"the {rollout.backend} engine (as configured) starts no "
+            f"replicas of its own, so replicas = {rollout.replicas} would do nothing",
+            "remove engines.rollout.replicas (scale with engines.rollout.agent_workers)")]
+    if rollout.replicas % rollout.agent_workers:
+        return [ConfigProblem(
+            "engines.rollout.replicas",
+            f"{rollout.replicas} replicas cannot be shared by {rollout.agent_workers} agent "
+            "workers (each runs replicas / agent_workers of them)",
+            f"use a multiple of engines.rollout.agent_workers ({rollout.agent_workers})")]
+    return []
+
+
 def placement_problems(recipe: Recipe, registry: object,
                        validated: dict[str, object]) -> list[object]:
-    """The plan of a Ray-mode recipe, as a problem when it does not fit (``--local`` runs
-    every role in one process: nothing to place)."""
+    """The replicas' split, then the plan of a Ray-mode recipe, as a problem when it does not
+    fit (``--local`` runs every role in one process: nothing to place)."""
     from rlctl.config.problems import ConfigProblem
 
-    if recipe.resources.mode == "local":
-        return []
+    options = validated.get("engines.rollout.options")
+    problems = replica_problems(recipe, options)
+    if problems or recipe.resources.mode == "local":
+        return problems
     try:
-        placement_of(recipe, registry, validated.get("engines.rollout.options"))
+        placement_of(recipe, registry, options)
     except PlacementError as exc:
         return [ConfigProblem(exc.path, str(exc), exc.fix)]
     return []

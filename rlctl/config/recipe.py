@@ -195,7 +195,10 @@ class RolloutSection(Section):
     val_temperature: float = Field(0.0, ge=0)
     """Sampling temperature for validation."""
     val_group_size: PositiveInt = 1
-    """Responses per validation prompt."""
+    """Responses per validation prompt (``k`` of ``val/mean@k`` and ``val/pass@k``)."""
+    val_correct_score: float = 1.0
+    """A validation response counts as correct (``val/pass@1``, ``mean@k``, ``pass@k``, and
+    ``rlctl eval``) when its score is at least this."""
 
 
 class RewardSection(Section):

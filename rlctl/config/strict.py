@@ -49,6 +49,12 @@ class RolloutEngineOptions(OptionsModel):
         runs in the worker's own process, on its one device)."""
         return 1
 
+    @property
+    def starts_replicas(self) -> bool:
+        """Whether the engine starts ``engines.rollout.replicas`` replicas of its own (servers,
+        shared out to the agent workers); an engine in the worker's process has none."""
+        return False
+
 
 class TrainEngineOptions(OptionsModel):
     """Base of a training engine's option model (``[engines.train.options]``): it says how

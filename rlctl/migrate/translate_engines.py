@@ -36,6 +36,8 @@ class Layout:
     """rlctl training engine: ``fsdp`` or ``megatron``."""
     model_parallel: int
     """Ranks sharing one copy of the model: TP x PP x CP (megatron) or the Ulysses SP size."""
+    per_node: int = 8
+    """trainer.n_gpus_per_node."""
 
 
 def translate_layout(lg: Ledger) -> Layout | None:
@@ -70,7 +72,7 @@ def translate_layout(lg: Ledger) -> Layout | None:
         mp = _megatron(lg)
     else:
         mp = _fsdp(lg)
-    return Layout(world, backend, mp)
+    return Layout(world, backend, mp, per_node)
 
 
 def _fsdp(lg: Ledger) -> int:
@@ -166,6 +168,17 @@ def _role_layouts(lg: Ledger, mc: str) -> None:
 # --------------------------------------------------------------------------- rollout
 
 
+def _agent_workers(verl_workers: int, replicas: int, tp: int, per_node: int) -> int:
+    """verl's agent-loop workers all share every server; rlctl's each own an equal share of
+    them, started on its node: the count dividing ``replicas`` whose share tiles a node,
+    nearest verl's (fewer first)."""
+    fits = [d for d in range(1, replicas + 1)
+            if replicas % d == 0 and per_node % ((replicas // d) * tp) == 0]
+    if not fits:
+        return replicas  # one server per worker: placement names what does not fit
+    return min(fits, key=lambda d: (abs(d - verl_workers), d > verl_workers))
+
+
 def translate_rollout(lg: Ledger, layout: Layout) -> None:
     name = lg.take(f"{R}.name", "engines.rollout.backend")
     backend = ROLLOUT_ENGINES.get(name)
@@ -178,18 +191,25 @@ def translate_rollout(lg: Ledger, layout: Layout) -> None:
                  "set actor_rollout_ref.rollout.name=vllm")
         return
     lg.put("engines.rollout.backend", backend, "actor_rollout_ref.rollout.name")
-    workers = lg.take(f"{R}.agent.num_workers", "engines.rollout.agent_workers")
-    lg.put("engines.rollout.agent_workers", int(workers), "rollout.agent.num_workers")
+    workers = int(lg.take(f"{R}.agent.num_workers", "engines.rollout.agent_workers"))
     opts = "engines.rollout.options"
     tp = int(lg.take(f"{R}.tensor_model_parallel_size", "engines.rollout.replicas"))
     server = backend != "hf"
+    if not server:
+        lg.put("engines.rollout.agent_workers", workers, "rollout.agent.num_workers")
     if server:
         if layout.world % tp:
             lg.conflict(f"{R}.tensor_model_parallel_size", f"{layout.world} GPUs do not split into "
                      f"rollout replicas of {tp}", "choose a tensor_model_parallel_size dividing "
                      "the GPU count")
             return
-        lg.put("engines.rollout.replicas", layout.world // tp,
+        replicas = layout.world // tp
+        shared = _agent_workers(workers, replicas, tp, layout.per_node)
+        lg.put("engines.rollout.agent_workers", shared,
+               "rollout.agent.num_workers" if shared == workers else
+               f"rollout.agent.num_workers {workers}, each owning {replicas // shared} of "
+               f"{replicas} servers")
+        lg.put("engines.rollout.replicas", replicas,
                f"{layout.world} GPUs / rollout.tensor_model_parallel_size {tp}")
         lg.put(f"{opts}.tensor_parallel_size", tp, "rollout.tensor_model_parallel_size")
         mem = float(lg.take(f"{R}.gpu_memory_utilization", f"{opts}.gpu_memory_utilization"))

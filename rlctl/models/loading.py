@@ -2,7 +2,9 @@
 
 ``path = "tiny"`` builds the offline tiny model (:mod:`rlctl.models.tiny`), ``"tiny-chat"``
 the same model over a chat tokenizer with a chat template (:mod:`rlctl.models.tiny_chat`);
-any other path must be a local Hugging Face directory: everything is loaded with
+a catalog name (``smollm2-135m``, :mod:`rlctl.models.catalog`) is the directory
+``rlctl models install`` wrote; any other path must be a local Hugging Face directory:
+everything is loaded with
 ``local_files_only=True``, so a run never downloads weights behind the user's back.
 """
 
@@ -12,6 +14,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rlctl.models.catalog import resolve_model_path
 from rlctl.models.tiny import build_tiny_model, build_tiny_tokenizer
 from rlctl.models.tiny_chat import TINY_CHAT, build_chat_tokenizer
 
@@ -49,7 +52,8 @@ def _check_local_dir(path: str, what: str, *, trust_remote_code: bool = False) -
         raise FileNotFoundError(
             f"[model] {what} = {path!r} is not a local directory; rlctl never downloads "
             f"weights: download the checkpoint first (e.g. `hf download <id> --local-dir DIR`) "
-            f"and set {what} to that directory, or use \"tiny\" for the offline tiny model"
+            f"and set {what} to that directory, use a model `rlctl models list` names, or \"tiny\" "
+            "for the offline tiny model"
         )
     from rlctl.regular_file import not_regular, read_text
 
@@ -79,10 +83,11 @@ def model_dir_problems(model: ModelSection) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for what in ("path", "tokenizer"):
         value = getattr(model, what)
-        if value is None or value == TINY:
+        if value is None or value in BUILT_IN_MODELS:
             continue
-        try:
-            _check_local_dir(value, what, trust_remote_code=model.trust_remote_code)
+        try:  # a catalog model not installed is the preflight's own problem (catalog_problems)
+            _check_local_dir(resolve_model_path(value), what,
+                             trust_remote_code=model.trust_remote_code)
         except (FileNotFoundError, ModelDirError) as exc:
             out.append((f"model.{what}", str(exc).removeprefix("[model] ")))
     return out
@@ -97,6 +102,7 @@ def load_tokenizer(model: ModelSection) -> PreTrainedTokenizerBase:
         return build_chat_tokenizer()
     from transformers import AutoTokenizer
 
+    source = resolve_model_path(source)
     _check_local_dir(source, "tokenizer" if model.tokenizer else "path",
                      trust_remote_code=model.trust_remote_code)
     tok = AutoTokenizer.from_pretrained(
@@ -124,9 +130,10 @@ def load_causal_lm(
         return lm.to(dtype)
     from transformers import AutoModelForCausalLM
 
-    _check_local_dir(model.path, "path", trust_remote_code=model.trust_remote_code)
+    path = resolve_model_path(model.path)
+    _check_local_dir(path, "path", trust_remote_code=model.trust_remote_code)
     lm = AutoModelForCausalLM.from_pretrained(
-        model.path,
+        path,
         local_files_only=True,
         dtype=dtype,
         trust_remote_code=model.trust_remote_code,

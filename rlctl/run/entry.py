@@ -196,6 +196,8 @@ class Run:
         enabled = self.recipe.logging.progress and not self.quiet
         with StepProgress(schedule.total_steps, enabled=enabled) as progress:
             progress.advance(start - 1, {})
+            if schedule.eval_every and start == 1:  # the curve starts at the base model
+                logger.log(0, trainer.validate(0))
             for step in range(start, schedule.total_steps + 1):
                 metrics = trainer.step(step)
                 last = step == schedule.total_steps

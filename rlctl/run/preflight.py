@@ -61,6 +61,22 @@ def preflight(recipe: Recipe, *, resume: str | bool | None, force_resume: bool =
     return checked
 
 
+def catalog_problems(recipe: Recipe) -> list[ConfigProblem]:
+    """Catalog models (``rlctl models list``) the recipe names but this machine lacks."""
+    from rlctl.models.catalog import ModelNotInstalledError, install_command, resolve_model_path
+
+    out = []
+    for key, value in (("model.path", recipe.model.path), ("model.tokenizer",
+                       recipe.model.tokenizer), ("critic.path", recipe.critic.path)):
+        try:
+            if value is not None:
+                resolve_model_path(value)
+        except ModelNotInstalledError as exc:
+            out.append(ConfigProblem(key, str(exc).split(": run")[0],
+                                     f"run `{install_command(value)}` (once per machine)"))
+    return out
+
+
 def data_problems(recipe: Recipe) -> list[ConfigProblem]:
     """Data files, then (when they are fine) every prompt's length in tokens."""
     from rlctl.tasks.data_checks import data_file_problems, prompt_length_problems
@@ -84,6 +100,9 @@ def model_problems(recipe: Recipe) -> list[ConfigProblem]:
     from rlctl.models.loading import model_dir_problems
     from rlctl.tasks.data_checks import model_positions
 
+    missing = catalog_problems(recipe)
+    if missing:
+        return missing
     broken = model_dir_problems(recipe.model)
     if broken:
         return [ConfigProblem(key, why, "give the local directory of a model rlctl can load")

@@ -317,9 +317,13 @@ def model_positions(recipe: Recipe) -> tuple[int | None, str]:
     model = recipe.model
     if model.path in ("tiny", "tiny-chat"):  # the built-in models: [model.tiny]
         return model.tiny.max_position_embeddings, "model.tiny.max_position_embeddings"
+    from rlctl.models.catalog import resolve_model_path
     from rlctl.regular_file import read_text
 
-    config = Path(model.path) / "config.json"
+    try:
+        config = Path(resolve_model_path(model.path)) / "config.json"
+    except FileNotFoundError:
+        return None, ""  # a model not installed is reported by the preflight
     try:
         cfg = json.loads(read_text(config))  # not a FIFO: that would hang here
     except (OSError, ValueError):

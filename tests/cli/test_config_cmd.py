@@ -201,6 +201,7 @@ agent_loop_options = {}
 tools = []
 val_temperature = 0.0
 val_group_size = 1
+val_correct_score = 1.0
 
 [engines.train]
 backend = "fsdp"

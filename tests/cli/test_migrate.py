@@ -347,7 +347,7 @@ reshard_after_forward = true            # actor.fsdp_config.reshard_after_forwar
 
 [engines.rollout]
 backend = "vllm"                        # rollout.name
-agent_workers = 8                       # rollout.agent.num_workers
+agent_workers = 4                       # rollout.agent.num_workers 8, each owning 1 of 4 servers
 replicas = 4                            # 8 GPUs / rollout.tensor_model_parallel_size 2
 
 [engines.rollout.options]
@@ -463,7 +463,7 @@ transformer_impl = "transformer_engine" # verl's megatron layers are Transformer
 
 [engines.rollout]
 backend = "vllm"                        # rollout.name
-agent_workers = 8                       # rollout.agent.num_workers
+agent_workers = 4                       # rollout.agent.num_workers 8, each owning 1 of 4 servers
 replicas = 4                            # 8 GPUs / rollout.tensor_model_parallel_size 2
 
 [engines.rollout.options]
@@ -580,7 +580,7 @@ reshard_after_forward = true            # actor.fsdp_config.reshard_after_forwar
 
 [engines.rollout]
 backend = "vllm"                        # rollout.name
-agent_workers = 8                       # rollout.agent.num_workers
+agent_workers = 2                       # rollout.agent.num_workers 8, each owning 1 of 2 servers
 replicas = 2                            # 8 GPUs / rollout.tensor_model_parallel_size 4
 
 [engines.rollout.options]

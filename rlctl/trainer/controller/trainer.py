@@ -258,7 +258,12 @@ class Trainer:
         partials = self.train.call(TrainingWorker.score_partials,
                                    self.per_rank(self.group_shards(batch)))
         self.validation.release(batch)
-        out = mr.finalize(mr.merge(partials), with_extremes=("critic/score", "response_length"))
+        from rlctl.algorithms.accuracy import accuracy_metrics
+
+        merged = mr.merge(partials)
+        accuracy = {k: merged.pop(k) for k in list(merged) if k.startswith(("pass@", "mean@"))}
+        out = mr.finalize(merged, with_extremes=("critic/score", "response_length"))
+        out.update(accuracy_metrics(accuracy))  # pass@1 / mean@k / pass@k, 95% intervals
         return {f"val/{k.removeprefix('critic/')}": v for k, v in out.items()}
 
     # ================================================================== metrics

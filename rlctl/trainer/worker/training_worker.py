@@ -342,6 +342,7 @@ class TrainingWorker(Worker):
         """Score and per-reward partials of ``meta`` (validation: no advantages needed)."""
         if len(meta) == 0:
             return {}
+        from rlctl.algorithms.accuracy import accuracy_partials, group_scores
         from rlctl.trainer.worker.reward_sections import reward_fields
         from rlctl.trainer.worker.sessions import component_partials
 
@@ -355,6 +356,11 @@ class TrainingWorker(Worker):
         }
         partials["response_length"] = mr.partial_of(generated_lengths(meta))
         partials.update(component_partials(meta))
+        # the shard holds whole groups (group_shards): pass@k needs each prompt's responses
+        groups = group_scores(meta.tag_values("uid"), td["score"].float().reshape(-1).tolist())
+        partials.update(accuracy_partials(
+            groups, correct_score=self.recipe.rollout.val_correct_score,
+            greedy=self.recipe.rollout.val_temperature == 0))
         return partials
 
     # ------------------------------------------------------------------ weights & state

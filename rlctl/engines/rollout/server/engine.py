@@ -210,8 +210,11 @@ class ServerRolloutEngine(RolloutEngine):
 
         model = self.spec.model
         if model.path not in BUILT_IN_MODELS:
-            self.check_model_dir(Path(model.path))
-            return model.path
+            from rlctl.models.catalog import resolve_model_path
+
+            path = resolve_model_path(model.path)  # a catalog name -> its installed directory
+            self.check_model_dir(Path(path))
+            return path
         from rlctl.models.loading import load_causal_lm, load_tokenizer
 
         out = self.workdir / "tiny-model"

@@ -94,6 +94,11 @@ class ServerOptions(RolloutEngineOptions):
         servers run elsewhere: ``urls``)."""
         return 0 if self.urls else replicas * self.tensor_parallel_size
 
+    @property
+    def starts_replicas(self) -> bool:
+        """Servers of its own, unless it attaches to running ones (``urls``)."""
+        return not self.urls
+
     @model_validator(mode="before")
     @classmethod
     def _weight_sync_moved(cls, data: Any) -> Any:
