@@ -82,10 +82,11 @@ def show(
         typer.Option("--sources", help="Say where each value came from (default, file, env, -s)."),
     ] = False,
 ) -> None:
-    """Print the resolved recipe, its derived numbers and the plan of every step.
+    """Print the resolved recipe, its derived numbers, step plan and placement.
 
     Defaults are filled in; the TOML output is itself a valid recipe, with the derived batch
-    numbers and the step plan (what runs, and why) as trailing comments.
+    numbers, the step plan (what runs, and why) and the placement plan (every worker's node and
+    devices, Ray mode) as trailing comments.
     """
     from rlctl.config.placement import placement_comments, placement_of
     from rlctl.registry import get_registry
@@ -99,8 +100,7 @@ def show(
         out = json.loads(loaded.to_json(with_sources=sources))
         out["plan"] = [{"what": what, "choice": choice, "why": why}
                        for what, choice, why in plan.rows()]
-        out["placement"] = None if placement is None else {
-            "request": placement.request(), "seats": placement.rows()}
+        out["placement"] = None if placement is None else placement.as_json()
         typer.echo(json.dumps(out, indent=2, ensure_ascii=False))
     else:
         typer.echo(loaded.to_toml(with_sources=sources) + plan_comments(plan)

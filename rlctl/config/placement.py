@@ -82,6 +82,14 @@ class PlacementPlan:
         return [f"node {i}: {len(devices)} {self.resource()} (devices {_span(devices)})"
                 for i, devices in enumerate(self.used()) if devices]
 
+    def as_json(self) -> dict[str, object]:
+        """The plan as data (``rlctl config show --format json``)."""
+        return {"placement": self.placement, "accelerator": self.accelerator,
+                "resource": self.resource(),
+                "nodes": [{"node": i, "devices": d} for i, d in enumerate(self.used()) if d],
+                "seats": [{"role": s.role, "rank": s.rank, "node": s.node,
+                           "devices": list(s.devices), "share": s.share} for s in self.seats]}
+
     def rows(self) -> list[str]:
         """One line per worker: role, rank, node, devices and share."""
         return [f"{s.role} {s.rank}: node {s.node}, devices {_span(list(s.devices))}"
