@@ -1,6 +1,7 @@
 """The recipe checks of LoRA (``[model.lora]``, ``[engines.rollout] lora_sync``): what engines
 and weight syncs can do, from their registration metadata (``lora`` on a training engine,
-``adapters`` on a weight sync), and what an adapter-only sync can carry."""
+``adapters`` on a weight sync). What a server engine can load is its plugin's check
+(:mod:`rlctl.plugins.rollout_engines`)."""
 
 from __future__ import annotations
 
@@ -39,15 +40,13 @@ def _engine_problems(recipe: Recipe, registry: Registry) -> list[ConfigProblem]:
 
 
 def _sync_problems(recipe: Recipe, registry: Registry) -> list[ConfigProblem]:
-    lora, rollout = recipe.model.lora, recipe.engines.rollout
-    if rollout.lora_sync != "adapter":
+    if recipe.engines.rollout.lora_sync != "adapter":
         return []
-    out: list[ConfigProblem] = []
     name = weight_sync_name(recipe, registry)
     sync = registry.find("weight_sync", name) if name is not None else None
-    if sync is not None and not sync.metadata.get("adapters", False):
-        out.append(ConfigProblem(
-            "engines.rollout.lora_sync", f'lora_sync = "adapter" moves only the LoRA adapters, '
-            f"and the {name!r} weight sync cannot load adapters into an engine (it moves full "
-            "weights)", MERGED))
-    return out
+    if sync is None or sync.metadata.get("adapters", False):
+        return []  # an unknown sync is the problem reported by check_selections
+    return [ConfigProblem(
+        "engines.rollout.lora_sync", f'lora_sync = "adapter" moves only the LoRA adapters, '
+        f"and the {name!r} weight sync cannot load adapters into an engine (it moves full "
+        "weights)", MERGED)]
