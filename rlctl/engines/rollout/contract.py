@@ -9,6 +9,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from rlctl.config.lora import LoRASection
 from rlctl.config.plugin_options import OptionsSpec
 from rlctl.config.recipe import ModelSection
 
@@ -115,6 +116,10 @@ class RolloutEngineSpec(OptionsSpec):
     update this engine (``None``: none given). An engine whose servers must start ready for
     one transfer reads them (vLLM's ``--weight-transfer-config``); the sync itself gets the
     same object."""
+    lora_adapters: LoRASection | None = None
+    """The policy's ``[model.lora]`` when the weight sync moves LoRA adapters (``[engines.rollout]
+    lora_sync = "adapter"``): the engine serves the base model plus the adapters each sync
+    loads (server engines start able to load adapters of this rank); ``None``: full weights."""
 
     @classmethod
     def from_loaded(cls, loaded: LoadedRecipe, *, rank: int = 0,
@@ -127,8 +132,15 @@ class RolloutEngineSpec(OptionsSpec):
             device=device, replicas=recipe.engines.rollout.replicas,
             partial_rollout=recipe.algorithm.staleness.partial_rollout == "resume",
             weight_sync_options=loaded.options_for("engines.rollout.weight_sync_options"),
+            lora_adapters=adapter_sync_of(recipe),
             options=loaded.options_for(cls.options_key),
         )
+
+
+def adapter_sync_of(recipe: Recipe) -> LoRASection | None:
+    """``[model.lora]`` when the run syncs LoRA adapters only, else ``None``."""
+    lora = recipe.model.lora
+    return lora if lora.enabled and recipe.engines.rollout.lora_sync == "adapter" else None
 
 
 class RolloutEngine(ABC):
