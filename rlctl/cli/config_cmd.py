@@ -64,9 +64,13 @@ def validate(
         say(format_problems(problems))
         raise typer.Exit(EXIT_USAGE)
     from rlctl.algorithms.off_policy import correction_notes
+    from rlctl.trainer.plan import lora_note, plan_of
 
     for note in correction_notes(loaded):
         say(note)
+    note = lora_note(plan_of(loaded))
+    if note is not None:
+        say(f"note: {note}")
     typer.echo(f"ok: {summary(loaded)}")
 
 
