@@ -63,7 +63,13 @@ class AdapterWeights:
 
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
-        save_file({k: v.contiguous() for k, v in self.tensors.items()}, str(out / ADAPTER_WEIGHTS))
+        tensors, seen = {}, set()
+        for name, value in self.tensors.items():
+            # a tied module's copy is under each of its names; safetensors stores no aliases
+            storage = value.untyped_storage().data_ptr()
+            tensors[name] = value.contiguous() if storage not in seen else value.clone()
+            seen.add(storage)
+        save_file(tensors, str(out / ADAPTER_WEIGHTS))
         (out / ADAPTER_CONFIG).write_text(json.dumps(self.config, indent=2, sort_keys=True))
         return out
 
@@ -139,7 +145,17 @@ def adapter_state(peft_model: PeftModel,
     under PEFT's saved names."""
     from peft import get_peft_model_state_dict
 
-    named = {PEFT_PREFIX + k: v for k, v in state.items()}
+    full = dict(state)
+    # PEFT reads a tied module's trained copy under each of its names; a gather of the
+    # parameters has each once
+    names: dict[int, list[str]] = {}
+    for name, p in peft_model.get_base_model().named_parameters(remove_duplicate=False):
+        names.setdefault(id(p), []).append(name)
+    for aliases in names.values():
+        known = next((n for n in aliases if n in full), None)
+        for alias in aliases if known is not None else ():
+            full.setdefault(alias, full[known])
+    named = {PEFT_PREFIX + k: v for k, v in full.items()}
     return get_peft_model_state_dict(peft_model, state_dict=named, adapter_name=ADAPTER,
                                      save_embedding_layers=False)
 

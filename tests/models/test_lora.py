@@ -88,9 +88,14 @@ def test_merged_state_equals_peft_merge_and_the_adapted_forward(lora: dict) -> N
     torch.testing.assert_close(_logits(plain), _logits(lm), rtol=0, atol=1e-5)
 
 
-def test_adapter_state_is_peft_format_and_loads_back(tmp_path) -> None:
-    section, lm, peft = _trained({"rank": 4, "target_modules": ["q_proj", "v_proj"]})
-    tensors = adapter_state(peft, lm.state_dict())
+@pytest.mark.parametrize("lora", [{"rank": 4, "target_modules": ["q_proj", "v_proj"]},
+                                  {"rank": 1, "trainable_modules": ["embed_tokens"]}],
+                         ids=["adapters", "with-trained-tied-embeddings"])
+def test_adapter_state_is_peft_format_and_loads_back(tmp_path, lora: dict) -> None:
+    section, lm, peft = _trained(lora)
+    # what an engine gathers: each trained parameter once (tied ones under one name)
+    tensors = adapter_state(peft, {n: p.detach() for n, p in lm.named_parameters()
+                                   if p.requires_grad})
     want = get_peft_model_state_dict(peft)
     assert set(tensors) == set(want) and all(k.startswith("base_model.model.") for k in tensors)
     for name, value in tensors.items():
