@@ -53,8 +53,8 @@ class AdapterWeights:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the tensors (what moves)."""
-        return sum(t.numel() * t.element_size() for t in self.tensors.values())
+        """Bytes of the tensors (what moves; a tied module's copy once)."""
+        return sum(t.numel() * t.element_size() for t in _unaliased(self.tensors).values())
 
     def save(self, directory: Path | str) -> Path:
         """Write ``adapter_config.json`` and ``adapter_model.safetensors`` into ``directory``
@@ -63,15 +63,27 @@ class AdapterWeights:
 
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
-        tensors, seen = {}, set()
-        for name, value in self.tensors.items():
-            # a tied module's copy is under each of its names; safetensors stores no aliases
-            storage = value.untyped_storage().data_ptr()
-            tensors[name] = value.contiguous() if storage not in seen else value.clone()
-            seen.add(storage)
+        # a tied module's copy under each of its names, as PEFT saves (and loads) it:
+        # safetensors keeps no aliases, so the later names get copies
+        first = _unaliased(self.tensors)
+        tensors = {k: v.contiguous() if k in first else v.clone()
+                   for k, v in self.tensors.items()}
         save_file(tensors, str(out / ADAPTER_WEIGHTS))
         (out / ADAPTER_CONFIG).write_text(json.dumps(self.config, indent=2, sort_keys=True))
         return out
+
+
+def _unaliased(tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``tensors`` with each storage under its first name only (a tied module's trained
+    copy is under each of its names)."""
+    out: dict[str, torch.Tensor] = {}
+    seen: set[int] = set()
+    for name in tensors:
+        storage = tensors[name].untyped_storage().data_ptr()
+        if storage not in seen:
+            seen.add(storage)
+            out[name] = tensors[name]
+    return out
 
 
 def lora_config(section: LoRASection) -> LoraConfig:

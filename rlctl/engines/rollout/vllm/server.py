@@ -52,6 +52,13 @@ def max_lora_rank(rank: int) -> int | None:
     return next((r for r in LORA_RANKS if r >= rank), None)
 
 
+def lora_args(lora: LoRASection) -> list[str]:
+    """Room for one adapter of the run's rank in a batch, two in memory (a sync loads the
+    next version before it drops the last)."""
+    return ["--enable-lora", "--max-lora-rank", str(max_lora_rank(lora.rank)),
+            "--max-loras", "1", "--max-cpu-loras", "2"]
+
+
 def vllm_server_command(
     name: str,
     options: VLLMOptions,
@@ -122,9 +129,8 @@ def vllm_server_command(
             # JSON); the worker unpickles them only with this set. CUDA, same machine only.
             env["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"
     if lora is not None:
-        argv += ["--enable-lora", "--max-lora-rank", str(max_lora_rank(lora.rank)),
-                 "--max-loras", "1", "--max-cpu-loras", "2"]
-        env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "1"
+        argv += lora_args(lora)
+        env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "1"  # /v1/load_lora_adapter
     argv += list(options.extra_args)
     if on_cpu:
         # On CPU, gpu_memory_utilization means a fraction of host RAM and fails on a shared
