@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -63,6 +63,9 @@ from rlctl.engines.train.shared_prompt import (
 )
 from rlctl.engines.train.varlen_attention import use_varlen_attention
 from rlctl.models.loading import load_causal_lm, load_tokenizer, load_value_model
+
+if TYPE_CHECKING:
+    from rlctl.models.lora import AdapterWeights
 
 # shard_layers = None (auto): a model whose parameters fit in this is one FSDP unit
 # (options.py says why).
@@ -404,7 +407,7 @@ class FSDPEngine:
 
         return merged_state(state, self.spec.lora.alpha / self.spec.lora.rank)
 
-    def export_adapter(self) -> Any:
+    def export_adapter(self) -> AdapterWeights | None:
         """The LoRA adapters (:class:`~rlctl.models.lora.AdapterWeights`: PEFT's names and
         config) on rank 0, ``None`` on the others; one all-gather of the adapters alone.
         Every rank must call it."""

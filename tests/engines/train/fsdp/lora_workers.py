@@ -93,6 +93,18 @@ def _one_rank(loaded, actor, batch, fields, out_path, results) -> None:  # type:
                                     - moved).abs().max()
     results["rollout"] = {sync: _rollout_vs_engine(loaded.recipe, actor, sync)
                           for sync in ("adapter", "merged")}
+    # gradient checkpointing with frozen embeddings: the adapters still get their gradient
+    data = loaded.recipe.model_dump(by_alias=True)
+    data["model"]["gradient_checkpointing"] = True
+    checkpointed = FSDPEngine(ModelEngineSpec.from_loaded(
+        validate_recipe(Recipe.model_validate(data)), "actor"))
+    checkpointed.init()
+    first_batch, adv = fw.fixed_batch()
+    fields = {"advantages": adv, "response_mask": first_batch.response_mask,
+              "normaliser": torch.full((first_batch.batch_size,),
+                                       float(first_batch.response_mask.sum()))}
+    results["checkpointed_grad_norm"] = checkpointed.train_minibatch(
+        first_batch, fields, fw.policy_loss, temperature=0.7)["grad_norm"]
 
 
 def _rollout_vs_engine(rec: Recipe, actor, sync: str) -> dict:  # type: ignore[no-untyped-def]

@@ -45,6 +45,11 @@ def test_only_the_adapters_get_gradients_and_optimizer_state(one_rank) -> None:
     assert one_rank["metrics"]["grad_norm"] > 0
 
 
+def test_gradient_checkpointing_gives_the_adapters_the_same_gradient(one_rank) -> None:
+    assert one_rank["checkpointed_grad_norm"] == pytest.approx(
+        one_rank["metrics"]["grad_norm"], rel=1e-6)
+
+
 def test_the_adapters_start_as_the_base_and_the_update_moves_them(one_rank) -> None:
     torch.testing.assert_close(one_rank["before"], one_rank["ref"], rtol=0, atol=0)
     assert (one_rank["after"] - one_rank["before"]).abs().max() > 1e-3
