@@ -12,8 +12,8 @@ TINY = Path(__file__).resolve().parents[2] / "recipes" / "tiny_grpo.toml"
 
 
 def _run(name: str, **kw: float) -> RunSummary:
-    base = dict(steps=150, update_s=0.3, sync_s=0.005, peak_rss_mb=600.0,
-                checkpoint_bytes=1_000_000, optimizer_bytes=600_000, trained_bytes=300_000)
+    base = {"steps": 150, "update_s": 0.3, "sync_s": 0.005, "peak_rss_mb": 600.0,
+            "checkpoint_bytes": 1_000_000, "optimizer_bytes": 600_000, "trained_bytes": 300_000}
     return RunSummary(name=name, **{**base, **kw})  # type: ignore[arg-type]
 
 
