@@ -212,7 +212,9 @@ class WeightSync(ABC):
     rollout worker; ``options``: the validated ``[engines.rollout.weight_sync_options]``).
 
     ``sync(weights, engine, version)`` applies the actor's exported full weights (a state
-    dict, already next to the rollout worker) to ``engine`` through its public methods and
+    dict, already next to the rollout worker; with LoRA and ``lora_sync = "adapter"``, for a
+    sync registered with ``adapters=True``, the adapters alone: an
+    :class:`~rlctl.models.lora.AdapterWeights`) to ``engine`` through its public methods and
     leaves it generating with ``version``; the rollout worker runs it inside the engine's
     :meth:`RolloutEngine.weight_update` window. A sync keeps its own state across calls.
     """
