@@ -33,7 +33,8 @@ def summary(loaded) -> str:  # type: ignore[no-untyped-def]
         f"{r.algorithm.prompts_per_step} prompts x {r.algorithm.group_size} = "
         f"{d.samples_per_step} samples/step, {d.optimizer_steps_per_train_step} optimizer "
         f"step{'s' if d.optimizer_steps_per_train_step != 1 else ''}/step, "
-        f"{r.engines.train.backend} x{r.engines.train.ranks} + "
+        f"{r.engines.train.backend} x{r.engines.train.ranks}"
+        f"{f' (LoRA rank {r.model.lora.rank})' if r.model.lora.enabled else ''} + "
         f"{r.engines.rollout.backend}, {r.data_plane.backend} data plane, "
         f"{r.schedule.total_steps} steps"
     )
@@ -64,9 +65,13 @@ def validate(
         say(format_problems(problems))
         raise typer.Exit(EXIT_USAGE)
     from rlctl.algorithms.off_policy import correction_notes
+    from rlctl.trainer.plan import lora_note, plan_of
 
     for note in correction_notes(loaded):
         say(note)
+    note = lora_note(plan_of(loaded))
+    if note is not None:
+        say(f"note: {note}")
     typer.echo(f"ok: {summary(loaded)}")
 
 

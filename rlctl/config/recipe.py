@@ -32,6 +32,7 @@ from rlctl.config.algorithm import (  # noqa: F401 - the algorithm's sections, i
     OverlongSection,
     StalenessSection,
 )
+from rlctl.config.lora import LoRASection
 from rlctl.config.section import Options, Section
 from rlctl.config.strict import LAX
 
@@ -106,6 +107,8 @@ class ModelSection(Section):
     tiny: TinyModelSection = TinyModelSection()
     """Architecture of the tiny model (used only when ``path`` is ``"tiny"`` or
     ``"tiny-chat"``)."""
+    lora: LoRASection = LoRASection()
+    """LoRA adapters trained instead of every weight (``rank = 0``, the default: off)."""
 
 
 class CriticSection(Section):
@@ -246,6 +249,9 @@ class RolloutEngineSection(Section):
     """Registered weight-sync method; ``None`` takes the engine's default."""
     weight_sync_options: Options = {}
     """Options of the weight sync (named, or the engine's default), checked by its model."""
+    lora_sync: Literal["adapter", "merged"] = "adapter"
+    """With ``[model.lora]``: ``adapter`` moves only the adapters (the engine loads them),
+    ``merged`` the base weights with the adapters merged in (for engines without adapters)."""
     options: Options = {}
     """Engine options, validated by the engine's option model."""
 

@@ -114,6 +114,14 @@ num_key_value_heads = 2
 head_dim = 16
 max_position_embeddings = 512
 
+[model.lora]
+rank = 0
+alpha = 16.0
+dropout = 0.0
+target_modules = "all-linear"
+exclude_modules = []
+trainable_modules = []
+
 [critic]
 enabled = false
 lr = 1e-05
@@ -217,6 +225,7 @@ backend = "hf"
 replicas = 1
 agent_workers = 1
 weight_sync_options = {}
+lora_sync = "adapter"
 options = {}
 
 [engines.reward]
@@ -259,6 +268,9 @@ progress = true
 #   optimizer_steps_per_train_step = 2
 # plan of every step (decided from the values above; docs/trainer.md):
 #   roles = actor, ref  (actor: the policy trained; ref: the frozen initial policy the KL is taken to)
+#   trained = all weights  (full fine-tuning: 76,160 of 76,160 parameters (100%))
+#   reference = ref  (a frozen copy of the initial policy (its own engine))
+#   weight sync = full  (every weight trains: the full weights move)
 #   old log-probs = pass  (1 epoch(s) x 2 minibatch(es): later ones are off-policy)
 #   advantages = update  (no critic: the actor update computes them from its own read of group-whole shards)
 #   kl = loss  (a k-estimated KL term in the actor loss, times the KL coefficient)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from rlctl.config.loaded import LoadedRecipe
 from rlctl.protocol.kv import KVBatchMeta
@@ -38,7 +38,7 @@ from rlctl.trainer.worker.fields import (
 )
 
 if TYPE_CHECKING:
-    from rlctl.engines.train.contract import ModelEngine
+    from rlctl.engines.train.contract import LoRAModelEngine, ModelEngine
 
 
 class TrainingWorker(Worker):
@@ -188,8 +188,13 @@ class TrainingWorker(Worker):
 
         extra = ["rollout_log_probs"] if role == "actor" else []
         batch, fields, lengths, _ = self._model_batch(meta, extra, pad_to)
-        log_probs, _ = self.engines[role].compute_log_prob(
-            batch, temperature=self.plan.temperature, with_entropy=False)
+        if role == "ref" and self.plan.reference.value == "base":
+            # the reference for free: the actor's module with its LoRA adapters off
+            log_probs, _ = self._lora_actor().compute_log_prob(
+                batch, temperature=self.plan.temperature, with_entropy=False, adapters=False)
+        else:
+            log_probs, _ = self.engines[role].compute_log_prob(
+                batch, temperature=self.plan.temperature, with_entropy=False)
         if len(meta) == 0 or not self.writes_outputs:
             return {}
         self._put(meta, lengths, {field: log_probs})
@@ -365,9 +370,12 @@ class TrainingWorker(Worker):
 
     # ------------------------------------------------------------------ weights & state
     def export_weights(self, as_object_ref: bool = False) -> Any:
-        """Full policy weights by reference, ``[ref]`` (rank 0; other ranks join the gather
-        and get None): a Ray ObjectRef, or in one process a LocalRef (rlctl.protocol.refs)."""
-        state = self.engines["actor"].export_weights()
+        """What the plan's weight sync moves, by reference, ``[ref]`` (rank 0; other ranks
+        join the gather and get None): the full policy weights (the LoRA adapters merged in),
+        or the adapters alone (:class:`~rlctl.models.lora.AdapterWeights`); a Ray ObjectRef,
+        or in one process a LocalRef (rlctl.protocol.refs)."""
+        state = (self._lora_actor().export_adapter() if self.plan.weights.value == "adapter"
+                 else self.engines["actor"].export_weights())
         if not state:
             return None
         if as_object_ref:
@@ -375,6 +383,11 @@ class TrainingWorker(Worker):
 
             return [ray.put(state)]  # a list, so Ray hands the ref itself to the next actor
         return [LocalRef(state)]
+
+    def _lora_actor(self) -> LoRAModelEngine:
+        """The actor as a LoRA engine: the recipe check admits LoRA only on engines registered
+        with ``lora=True``, which implement it."""
+        return cast("LoRAModelEngine", self.engines["actor"])
 
     def save(self, path: str) -> None:
         """Every rank writes its shards of every trainable role (and the frozen ref: no)."""
