@@ -283,7 +283,9 @@ class ResourcesSection(Section):
     mode: Literal["ray", "local"] = "ray"
     """``ray``: worker groups are Ray actors; ``local``: every role in the controller's process."""
     address: str | None = None
-    """Ray cluster address; ``None`` starts a local cluster bound to loopback."""
+    """Ray cluster to join: ``"auto"``, ``"host:port"`` or ``"ray://host:port"``; ``None``:
+    ``RAY_ADDRESS`` when set (``ray job submit`` sets it), else a private local cluster bound
+    to loopback."""
     num_cpus: PositiveInt | None = None
     """Logical CPUs for a locally started Ray cluster; ``None`` counts the machine's."""
     nodes: PositiveInt = 1

@@ -65,6 +65,8 @@ from rlctl.engines.rollout.server.process import (
     ServerCommand,
     ServerError,
     ServerProcess,
+    on_devices,
+    replica_devices,
     start_servers,
     wait_for_urls,
 )
@@ -196,7 +198,8 @@ class ServerRolloutEngine(RolloutEngine):
         key = secrets.token_urlsafe(32) if self.takes_api_key else None
         servers = []
         for i in range(self.spec.replicas):
-            command = self.server_command(i, model_dir)
+            command = on_devices(self.server_command(i, model_dir),
+                                 replica_devices(i, self.options.tensor_parallel_size))
             if key is not None:
                 command = self.with_api_key(command, key)
             log = log_dir / f"{self.engine_name}-{i}-{command.port}.log"
