@@ -4,7 +4,11 @@
 #   1. vLLM rollout + FSDP2 (NCCL) training, then
 #   2. vLLM rollout + Megatron-core training,
 # each on recipes/tiny_grpo.toml + scripts/gpu_check.toml (qwen3_grpo's algorithm scaled down
-# to one GPU and a small Qwen3 built offline: the GPU machine cannot download).
+# to one GPU and a small Qwen3 built offline: the GPU machine cannot download), then
+#   3. colocated memory (CUDA only): the rollout server's sleep / wake and the weight sync
+#      across it (scripts/gpu_colocated_memory.py: device memory freed, generation after the
+#      sync; vLLM, and SGLang when RLCTL_SGLANG_PYTHON names its env), and the fsdp run again
+#      with engines.rollout.release_memory=false: step time with and without the release.
 #
 # Usage:   scripts/gpu_check.sh                    (on a machine with one CUDA GPU, ~10 min)
 #          STEPS=4 scripts/gpu_check.sh            (fewer steps)
@@ -79,4 +83,46 @@ print(f"=== {backend}: {len(rows)} steps, wall {wall} s, mean step (after the fi
       f"reward first {rows[0]['critic/score/mean']:.3f} last {rows[-1]['critic/score/mean']:.3f}")
 PY
 done
+
+# 3. Colocated memory: vLLM sleep mode / SGLang's memory saver run on CUDA only.
+if [[ "$DEVICE" == "cuda" && "${GPU_CHECK_SLEEP:-1}" == "1" ]]; then
+    echo "=== colocated memory: sleep / wake and the weight sync across it"
+    timeout "$STEP_TIMEOUT_S" python scripts/gpu_colocated_memory.py vllm "$VLLM_PY" || status=1
+    if [[ -n "${RLCTL_SGLANG_PYTHON:-}" ]]; then
+        timeout "$STEP_TIMEOUT_S" python scripts/gpu_colocated_memory.py sglang \
+            "$RLCTL_SGLANG_PYTHON" || status=1
+    fi
+    name="gpu-check-fsdp-resident"
+    echo "=== fsdp with engines.rollout.release_memory=false (compare with gpu-check-fsdp)"
+    if timeout "$STEP_TIMEOUT_S" rlctl train recipes/tiny_grpo.toml scripts/gpu_check.toml --quiet \
+        "${overrides[@]}" -s engines.train.backend=fsdp -s engines.rollout.release_memory=false \
+        -s "engines.rollout.options.python=$VLLM_PY" \
+        -s "run.output_dir=$RUN_ROOT" -s "run.name=$name"; then
+        python - "$RUN_ROOT" <<'PY'
+import json, sys
+
+def rows(name):
+    path = f"{sys.argv[1]}/{name}/metrics.jsonl"
+    try:
+        return [json.loads(line) for line in open(path) if line.strip()][1:]  # after warm-up
+    except FileNotFoundError:
+        return []
+
+for name in ("gpu-check-fsdp", "gpu-check-fsdp-resident"):
+    got = rows(name)
+    if not got:
+        print(f"=== {name}: no metrics")
+        continue
+    mean = lambda k: sum(r.get(k, 0.0) for r in got) / len(got)
+    print(f"=== {name}: mean step {mean('timing_s/step'):.2f} s, release "
+          f"{mean('timing_s/release_memory'):.3f} s, weight sync {mean('timing_s/update_weights'):.2f} s, "
+          f"released {mean('rollout/memory_released'):.2f}")
+PY
+    else
+        echo "=== fsdp resident: FAILED (exit $?)"
+        status=1
+    fi
+else
+    echo "=== colocated memory: skipped (device=$DEVICE: sleep mode is CUDA-only)"
+fi
 exit $status

@@ -252,6 +252,12 @@ class RolloutEngineSection(Section):
     lora_sync: Literal["adapter", "merged"] = "adapter"
     """With ``[model.lora]``: ``adapter`` moves only the adapters (the engine loads them),
     ``merged`` the base weights with the adapters merged in (for engines without adapters)."""
+    release_memory: bool = True
+    """While training runs, the rollout engine frees its weights (kept in CPU memory) and KV
+    cache from the devices it shares with training, and takes them back for the weight sync
+    and the next generation (vLLM sleep mode, SGLang's memory saver). Used where it can be:
+    colocated placement, sync training, an engine that supports it, on CUDA; ``rlctl config
+    show`` says whether and why. ``false``: keep them resident (no release, no wake-up cost)."""
     options: Options = {}
     """Engine options, validated by the engine's option model."""
 
