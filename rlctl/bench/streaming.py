@@ -1,7 +1,12 @@
 """Streaming (bounded staleness k) against sync training: the same recipe, two runs, ratios.
 
 Both runs are ``rlctl train`` subprocesses of one benchmark process, run one after the
-other on the same machine (so neither competes with the other for cores). Each run's
+other on the same machine (so neither competes with the other for cores). Each mode runs on
+its own best placement: sync as the recipe places it (``colocate``: generation and training
+take turns on all the devices), streaming with ``resources.placement = "split"`` (rollout on
+devices of its own, training on the rest: :func:`split_overrides`), the point of streaming
+being that both run at once. Each run's ``placement.json`` says which cores (devices) every
+worker got; the report prints them. Each run's
 ``metrics.jsonl`` gives, per step, its wall time (``timing_s/step``) and where it went (the
 other ``timing_s/*`` keys) and the mean reward (``critic/score/mean``). From them:
 
@@ -55,6 +60,8 @@ class ModeSummary:
     wall_s: float | None = None
     """The whole process, start-up and final save included."""
     staleness_mean: float | None = None
+    placement: list[str] = field(default_factory=list)
+    """Where each worker ran (``placement.json``): ``train 0: cores 0``, ..."""
 
 
 def summarize(mode: str, rows: Sequence[dict[str, Any]], target: float = 0.6,
@@ -102,7 +109,22 @@ def run_mode(recipe: Path, mode: str, out_dir: Path, overrides: Sequence[str]) -
     wall = time.monotonic() - started
     path = out_dir / mode / "metrics.jsonl"
     rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
-    return summarize(mode, rows, wall_s=wall)
+    summary = summarize(mode, rows, wall_s=wall)
+    summary.placement = placement_rows(out_dir / mode / "placement.json")
+    return summary
+
+
+def placement_rows(path: Path) -> list[str]:
+    """``role rank: cores ...`` per worker, from a run's ``placement.json`` (what each process
+    reported it may run on); none without the file (``--local``)."""
+    if not path.exists():
+        return []
+    rows = json.loads(path.read_text())
+    def seen(r: dict[str, Any]) -> str:  # CPU: the cores the process may run on
+        return ",".join(map(str, r["reported"]["cpus"] if r["resource"] == "CPU"
+                            else r["devices"]))
+
+    return [f"{r['role']} {r['rank']}: {r['resource']} {seen(r)}" for r in rows]
 
 
 STREAMING = ("-s", "algorithm.staleness.policy=bounded",
@@ -111,6 +133,27 @@ STREAMING = ("-s", "algorithm.staleness.policy=bounded",
 
 def streaming_overrides(k: int) -> list[str]:
     return [part.format(k=k) for part in STREAMING]
+
+
+def split_overrides(recipe: Path, overrides: Sequence[str] = ()) -> list[str]:
+    """``-s`` overrides that run ``recipe`` (with ``overrides``, ``-s KEY=VALUE`` pairs)
+    split: rollout (and reward-model) workers on devices of their own, as many training ranks
+    as the devices left give."""
+    from rlctl.config.pipeline import load_recipe
+    from rlctl.config.placement import placement_of
+    from rlctl.registry import get_registry
+
+    loaded = load_recipe([recipe], list(overrides[1::2]))
+    plan = placement_of(loaded.recipe, get_registry(),
+                        loaded.options_for("engines.rollout.options"))
+    res = loaded.recipe.resources
+    others = sum(len(s.devices) for s in plan.seats if s.role != "train")
+    ranks = res.nodes * res.devices_per_node - others
+    if ranks < 1:
+        raise ValueError(f"{recipe}: the rollout and reward workers take all "
+                         f"{res.nodes * res.devices_per_node} devices; split leaves no training "
+                         "rank (raise resources.devices_per_node)")
+    return ["-s", "resources.placement=split", "-s", f"engines.train.ranks={ranks}"]
 
 
 def report(sync: ModeSummary, stream: ModeSummary) -> str:
@@ -133,6 +176,9 @@ def report(sync: ModeSummary, stream: ModeSummary) -> str:
     ]:
         lines.append(f"{label:28}{fmt(a, spec):>12}{fmt(b, spec):>12}")
     lines.append(f"{'meets the bar':28}{sync.meets_bar!s:>12}{stream.meets_bar!s:>12}")
+    for summary in (sync, stream):
+        if summary.placement:
+            lines.append(f"placement, {summary.mode}: {'; '.join(summary.placement)}")
     lines.append("mean seconds per step, by phase:")
     for phase in sorted(set(sync.breakdown) | set(stream.breakdown)):
         lines.append(f"  {phase:26}{fmt(sync.breakdown.get(phase), '.3f'):>12}"

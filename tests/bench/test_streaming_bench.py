@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
-from rlctl.bench.streaming import compare, report, streaming_overrides, summarize
+from rlctl.bench.streaming import (
+    compare,
+    placement_rows,
+    report,
+    split_overrides,
+    streaming_overrides,
+    summarize,
+)
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _rows(rewards, step_s, **phases):
@@ -40,3 +52,28 @@ def test_ratios_and_report():
     text = report(sync, stream)
     assert "streaming / sync steps/s: 1.250x" in text and "wait_train" in text
     assert streaming_overrides(2)[-1] == "algorithm.staleness.options.max_staleness=2"
+
+
+def test_split_gives_rollout_its_own_device_and_training_the_rest():
+    # tiny_grpo: 2 CPU devices, one hf rollout worker (one device): one training rank is left
+    tiny = REPO / "recipes" / "tiny_grpo.toml"
+    assert split_overrides(tiny) == ["-s", "resources.placement=split",
+                                     "-s", "engines.train.ranks=1"]
+    wider = split_overrides(tiny, ["-s", "resources.devices_per_node=4",
+                                   "-s", "engines.rollout.agent_workers=2"])
+    assert wider[-1] == "engines.train.ranks=2"
+    with pytest.raises(ValueError, match="no training rank"):
+        split_overrides(tiny, ["-s", "engines.rollout.agent_workers=2"])
+
+
+def test_placement_rows_say_which_cores_each_worker_ran_on(tmp_path):
+    rows = [{"role": "train", "rank": 0, "resource": "CPU", "devices": ["0"],
+             "reported": {"cpus": [0]}},
+            {"role": "rollout", "rank": 0, "resource": "CPU", "devices": ["1"],
+             "reported": {"cpus": [1]}}]
+    (tmp_path / "placement.json").write_text(json.dumps(rows))
+    assert placement_rows(tmp_path / "placement.json") == ["train 0: CPU 0", "rollout 0: CPU 1"]
+    assert placement_rows(tmp_path / "absent.json") == []
+    sync = summarize("sync", _rows(REWARDS, 2.0))
+    sync.placement = ["train 0: CPU 0,1"]
+    assert "placement, sync: train 0: CPU 0,1" in report(sync, summarize("s", _rows(REWARDS, 1)))
