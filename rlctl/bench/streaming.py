@@ -156,38 +156,48 @@ def split_overrides(recipe: Path, overrides: Sequence[str] = ()) -> list[str]:
     return ["-s", "resources.placement=split", "-s", f"engines.train.ranks={ranks}"]
 
 
-def report(sync: ModeSummary, stream: ModeSummary) -> str:
-    """A plain-text table of both runs and the ratios."""
-    ratios = compare(sync, stream)
+def best_sync(syncs: Sequence[ModeSummary]) -> ModeSummary:
+    """Sync's baseline: the fastest (steps/s) of its placements."""
+    return max(syncs, key=lambda m: m.steps_per_s)
+
+
+def report(syncs: Sequence[ModeSummary], stream: ModeSummary) -> str:
+    """A plain-text table of every run (a column each) and streaming's ratios over the best
+    sync run."""
+    runs = [*syncs, stream]
+    base = best_sync(syncs)
+    ratios = compare(base, stream)
 
     def fmt(v: float | None, spec: str = ".2f") -> str:
         return "-" if v is None else format(v, spec)
 
-    lines = [f"{'':28}{'sync':>12}{stream.mode:>12}"]
-    for label, a, b, spec in [
-        ("steps/s", sync.steps_per_s, stream.steps_per_s, ".3f"),
-        ("step time, total (s)", sync.step_time_s, stream.step_time_s, ".1f"),
-        ("wall time, process (s)", sync.wall_s, stream.wall_s, ".1f"),
-        ("time to 10-step mean 0.6 (s)", sync.time_to_reward_s, stream.time_to_reward_s, ".1f"),
-        ("step reaching it", sync.step_to_reward, stream.step_to_reward, "d"),
-        ("reward, first 3 steps", sync.first3, stream.first3, ".3f"),
-        ("reward, last 10 steps", sync.last10, stream.last10, ".3f"),
-        ("staleness, mean", sync.staleness_mean, stream.staleness_mean, ".2f"),
+    def row(label: str, values: Sequence[Any], spec: str) -> str:
+        return f"{label:28}" + "".join(f"{fmt(v, spec):>16}" for v in values)
+
+    lines = [f"{'':28}" + "".join(f"{m.mode:>16}" for m in runs)]
+    for label, attr, spec in [
+        ("steps/s", "steps_per_s", ".3f"),
+        ("step time, total (s)", "step_time_s", ".1f"),
+        ("wall time, process (s)", "wall_s", ".1f"),
+        ("time to 10-step mean 0.6 (s)", "time_to_reward_s", ".1f"),
+        ("step reaching it", "step_to_reward", "d"),
+        ("reward, first 3 steps", "first3", ".3f"),
+        ("reward, last 10 steps", "last10", ".3f"),
+        ("staleness, mean", "staleness_mean", ".2f"),
     ]:
-        lines.append(f"{label:28}{fmt(a, spec):>12}{fmt(b, spec):>12}")
-    lines.append(f"{'meets the bar':28}{sync.meets_bar!s:>12}{stream.meets_bar!s:>12}")
-    for summary in (sync, stream):
-        if summary.placement:
-            lines.append(f"placement, {summary.mode}: {'; '.join(summary.placement)}")
+        lines.append(row(label, [getattr(m, attr) for m in runs], spec))
+    lines.append(f"{'meets the bar':28}" + "".join(f"{m.meets_bar!s:>16}" for m in runs))
     lines.append("mean seconds per step, by phase:")
-    for phase in sorted(set(sync.breakdown) | set(stream.breakdown)):
-        lines.append(f"  {phase:26}{fmt(sync.breakdown.get(phase), '.3f'):>12}"
-                     f"{fmt(stream.breakdown.get(phase), '.3f'):>12}")
-    lines.append(f"streaming / sync steps/s: {ratios['steps_per_s']:.3f}x; time to reward: "
+    for phase in sorted(set().union(*(m.breakdown for m in runs))):
+        lines.append(row(f"  {phase}", [m.breakdown.get(phase) for m in runs], ".3f"))
+    lines += [f"placement, {m.mode}: {'; '.join(m.placement)}" for m in runs if m.placement]
+    lines.append(f"{stream.mode} / {base.mode} (the faster sync) steps/s: "
+                 f"{ratios['steps_per_s']:.3f}x; time to reward: "
                  f"{fmt(ratios['time_to_reward_speedup'], '.3f')}x faster")
     return "\n".join(lines)
 
 
-def as_json(sync: ModeSummary, stream: ModeSummary) -> str:
-    return json.dumps({"sync": asdict(sync), "streaming": asdict(stream),
-                       "ratios": compare(sync, stream)}, indent=2)
+def as_json(syncs: Sequence[ModeSummary], stream: ModeSummary) -> str:
+    base = best_sync(syncs)
+    return json.dumps({"sync": [asdict(m) for m in syncs], "streaming": asdict(stream),
+                       "baseline": base.mode, "ratios": compare(base, stream)}, indent=2)

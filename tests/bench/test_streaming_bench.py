@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from rlctl.bench.streaming import (
+    as_json,
     compare,
     placement_rows,
     report,
@@ -49,8 +50,13 @@ def test_ratios_and_report():
     ratios = compare(sync, stream)
     assert ratios["steps_per_s"] == pytest.approx(2.0 / 1.6)
     assert ratios["time_to_reward_speedup"] == pytest.approx(30.0 / 24.0)
-    text = report(sync, stream)
-    assert "streaming / sync steps/s: 1.250x" in text and "wait_train" in text
+    faster = summarize("sync-split", _rows(REWARDS, 1.8, gen=1.3))
+    text = report([sync, faster], stream)
+    # the ratio is over the faster sync placement; every run is a column
+    assert "stream-k1 / sync-split (the faster sync) steps/s: 1.125x" in text
+    assert "wait_train" in text and text.splitlines()[0].split() == ["sync", "sync-split",
+                                                                     "stream-k1"]
+    assert json.loads(as_json([sync, faster], stream))["baseline"] == "sync-split"
     assert streaming_overrides(2)[-1] == "algorithm.staleness.options.max_staleness=2"
 
 
@@ -76,4 +82,5 @@ def test_placement_rows_say_which_cores_each_worker_ran_on(tmp_path):
     assert placement_rows(tmp_path / "absent.json") == []
     sync = summarize("sync", _rows(REWARDS, 2.0))
     sync.placement = ["train 0: CPU 0,1"]
-    assert "placement, sync: train 0: CPU 0,1" in report(sync, summarize("s", _rows(REWARDS, 1)))
+    assert "placement, sync: train 0: CPU 0,1" in report([sync],
+                                                         summarize("s", _rows(REWARDS, 1)))
