@@ -1,7 +1,9 @@
 """Streaming k = 1 against sync on the tiny recipe in Ray mode (rlctl/bench/streaming.py).
 
     python benchmarks/streaming.py [--recipe recipes/tiny_grpo.toml] [--k 1] [--out DIR]
-                                   [--json] [-s KEY=VALUE ...]
+                                   [--json] [-s KEY=VALUE ...] [--placement split|colocate]
+                                   [--sync-placements colocate,split]
+                                   [--sync-s KEY=VALUE ...] [--stream-s KEY=VALUE ...]
 
 Runs sync in each placement of ``--sync-placements`` (default both: ``colocate``, as the
 recipe places it, generation and training taking turns on all the cores; ``split``, rollout on
