@@ -226,9 +226,10 @@ class TrainEngineSection(Section):
     log_prob_micro_batch_size: PositiveInt = 32
     """Samples per forward when computing log-probs or values."""
     old_log_prob_pass: Literal["auto", "always"] = "auto"
-    """``auto``: skip the old log-prob forward when the update is provably on-policy and take them
-    from the update's own forward (docs/trainer.md); ``always``: run it every step. Either way
-    the same numbers; ``rlctl config show`` prints what the plan chose and why."""
+    """``auto``: skip the old log-prob forward when the update's own forward runs on the step's
+    weights (one epoch, one minibatch) and take them from it (docs/trainer.md); ``always``: run
+    it every step. Either way the same numbers; ``rlctl config show`` prints what the plan chose
+    and why."""
     advantage_pass: Literal["auto", "always"] = "auto"
     """``auto``: without a critic the actor update computes the advantages itself, from its own
     read of shards that keep every group whole (docs/trainer.md); ``always``: a separate

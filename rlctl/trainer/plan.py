@@ -16,10 +16,13 @@ Why the old log-prob pass can be skipped: the old log-probs are the policy's log
 step's samples before this step's update. With one epoch and one minibatch the update's single
 forward runs on exactly those weights and samples, so its detached log-probs *are* the old
 log-probs: the ratio is 1 and its gradient is the policy gradient (verl and TRL skip the pass
-there too). Everything else needs the pass: a second minibatch or epoch trains on weights the
-first one changed; a streaming policy trains samples older weights generated; the KL-in-reward
-penalty or an estimator reads old log-probs before the update runs; an off-policy correction
-weighs by old over rollout probabilities.
+there too). This holds for samples older weights generated (streaming) as well: the old
+log-probs are the *proximal* policy's, the weights that train the step, not the behaviour
+policy's (the rollout engine's, stored with every sample), so an off-policy correction's weight
+``pi_prox / pi_behav`` takes the update's detached log-probs as ``pi_prox`` (AReaL's decoupled
+PPO with one minibatch does the same). What needs the pass: a second minibatch or epoch trains
+on weights the first one changed; the KL-in-reward penalty or an estimator reads old log-probs
+before the update runs.
 
 Why the advantages can move into the update: without a critic nothing reads them between
 their phase and the actor update, so the update computes them from its own read of the step,
@@ -178,7 +181,7 @@ def build_plan(loaded: LoadedRecipe, registry: Any, policy: Any) -> StepPlan:
         trained=_trained(loaded),
         reference=reference,
         weights=_weights(loaded),
-        old_log_probs=_old_log_probs(loaded, registry, policy, correction),
+        old_log_probs=_old_log_probs(loaded, registry),
         advantages=_advantages(loaded),
         kl=_kl(alg.kl.apply_in),
         correction=correction,
@@ -222,8 +225,7 @@ def _rollout_memory(loaded: LoadedRecipe, registry: Any, policy: Any) -> Choice:
                              f"the KV cache after it{cuda}")
 
 
-def _old_log_probs(loaded: LoadedRecipe, registry: Any, policy: Any,
-                   correction: OffPolicyCorrection) -> Choice:
+def _old_log_probs(loaded: LoadedRecipe, registry: Any) -> Choice:
     recipe = loaded.recipe
     alg = recipe.algorithm
     if recipe.engines.train.old_log_prob_pass == "always":
@@ -231,19 +233,14 @@ def _old_log_probs(loaded: LoadedRecipe, registry: Any, policy: Any,
     if alg.epochs != 1 or alg.minibatches != 1:
         return Choice("pass", f"{alg.epochs} epoch(s) x {alg.minibatches} minibatch(es): later "
                               "ones are off-policy")
-    if policy.lookahead > 0:
-        return Choice("pass", f"the {alg.staleness.policy!r} staleness policy streams (samples "
-                              "of older weights)")
     if alg.kl.apply_in == "reward":
         return Choice("pass", "the KL penalty in the reward reads old log-probs before the "
                               "update")
-    if correction.active:
-        return Choice("pass", f"the {correction.method!r} off-policy correction weighs by them")
     requires = registry.get("advantage_estimator", alg.estimator).metadata.get("requires", ())
     if "old_log_probs" in requires:
         return Choice("pass", f"the {alg.estimator!r} estimator reads them")
-    return Choice("update", "one epoch, one minibatch, on-policy samples: the update's own "
-                            "forward gives them (detached)")
+    return Choice("update", "one epoch, one minibatch: the update's own forward runs on the "
+                            "step's weights and gives them (detached)")
 
 
 def _whole_groups(loaded: LoadedRecipe) -> bool:
