@@ -22,9 +22,9 @@ mode is not supported on current platform") and SGLang's release crashes its CPU
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import Any, ClassVar
 
 from rlctl.engines.rollout.contract import (
     MEMORY_PARTS,
@@ -33,9 +33,6 @@ from rlctl.engines.rollout.contract import (
     RolloutEngineSpec,
 )
 from rlctl.engines.rollout.server.process import ServerError
-
-if TYPE_CHECKING:
-    from rlctl.engines.rollout.server.engine import ServerRolloutEngine
 
 
 @dataclass(frozen=True)
@@ -89,6 +86,9 @@ class ServerMemory:
     spec: RolloutEngineSpec
     options: Any
     _released: frozenset[MemoryPart] = frozenset()  # the parts released now
+    # Provided by the engine it is mixed into (ServerRolloutEngine's replica calls).
+    post: Callable[..., Awaitable[Any]]
+    on_replicas: Callable[..., Any]
 
     def memory_release(self) -> MemoryRelease:
         return memory_release_of(self.spec, self.options, self.memory_routes, self.engine_name)
@@ -122,7 +122,7 @@ class ServerMemory:
 
     def _send(self, route: Route, timeout_s: float, doing: str) -> None:
         """POST ``route`` to every replica at once, each bounded by ``timeout_s``."""
-        engine = cast("ServerRolloutEngine", self)
+        engine = self
         feature = self.memory_routes.feature if self.memory_routes is not None else ""
 
         async def one(replica: Any) -> Any:

@@ -102,24 +102,7 @@ def vllm_server_command(
         # top-p), like the hf engine: the importance ratio in the loss needs exactly that.
         "--logprobs-mode", "processed_logprobs",
     ]
-    if not options.log_stats:
-        argv.append("--disable-log-stats")
-    if eager:
-        argv.append("--enforce-eager")
-    if on_cpu and not any(a.endswith("chunked-prefill") for a in options.extra_args):
-        # vLLM 0.32 on CPU: a seeded request whose prefill is split across steps kills the
-        # engine ("CPU Generator does not use offset", measured with 64 prompts of 90
-        # tokens, the size of resumed partial rollouts); whole prefills avoid that path.
-        argv.append("--no-enable-chunked-prefill")
-    argv.append(
-        "--enable-prefix-caching" if options.enable_prefix_caching else "--no-enable-prefix-caching"
-    )
-    if options.max_model_len is not None:
-        argv += ["--max-model-len", str(options.max_model_len)]
-    if not on_cpu:
-        argv += ["--gpu-memory-utilization", str(options.gpu_memory_utilization)]
-    if sleep_mode:
-        argv.append("--enable-sleep-mode")
+    argv += _engine_args(options, on_cpu=on_cpu, eager=eager, sleep_mode=sleep_mode)
     env = {"VLLM_SERVER_DEV_MODE": "1"}
     backend = transfer_backend
     if backend is not None:
@@ -145,3 +128,27 @@ def vllm_server_command(
     unset = PYTHON_ENV_VARS if foreign else ()
     return ServerCommand(name=name, argv=argv, port=port, env=env, unset_env=unset)
 
+
+def _engine_args(options: VLLMOptions, *, on_cpu: bool, eager: bool,
+                 sleep_mode: bool) -> list[str]:
+    """The engine's flags that follow the options and the device."""
+    argv: list[str] = []
+    if not options.log_stats:
+        argv.append("--disable-log-stats")
+    if eager:
+        argv.append("--enforce-eager")
+    if on_cpu and not any(a.endswith("chunked-prefill") for a in options.extra_args):
+        # vLLM 0.32 on CPU: a seeded request whose prefill is split across steps kills the
+        # engine ("CPU Generator does not use offset", measured with 64 prompts of 90
+        # tokens, the size of resumed partial rollouts); whole prefills avoid that path.
+        argv.append("--no-enable-chunked-prefill")
+    argv.append(
+        "--enable-prefix-caching" if options.enable_prefix_caching else "--no-enable-prefix-caching"
+    )
+    if options.max_model_len is not None:
+        argv += ["--max-model-len", str(options.max_model_len)]
+    if not on_cpu:
+        argv += ["--gpu-memory-utilization", str(options.gpu_memory_utilization)]
+    if sleep_mode:
+        argv.append("--enable-sleep-mode")
+    return argv
