@@ -123,7 +123,8 @@ class _Peer:
         return self.held
 
 
-def _ensure_ray() -> bool:
+def ensure_ray() -> bool:
+    """Start a local Ray for a benchmark unless one runs; True if this call started it."""
     if ray.is_initialized():
         return False
     ray.init(
@@ -289,7 +290,7 @@ def bench_small_puts(backend: str, cfg: BenchConfig) -> float:
 
 def run_bench(cfg: BenchConfig) -> dict[str, Any]:
     """Measure every backend, the baseline and readiness; returns the JSON-able result."""
-    started = _ensure_ray()
+    started = ensure_ray()
     try:
         batch = make_batch(cfg)
         nbytes = batch_bytes(batch)
