@@ -218,8 +218,12 @@ class DataPlaneBase(AsyncTwinsMixin):
         # The version is read before the listing: a change landing in between is in the
         # listing and moves the version past what the caller passes next, so it wakes again
         # at once (a redundant snapshot, never a lost change).
-        version = self.kv_watch(partition_id, since, timeout)  # type: ignore[attr-defined]
-        return TagChanges(version, self.kv_list(partition_id), (), complete=True)  # type: ignore[attr-defined]
+        watch = self.kv_watch  # type: ignore[attr-defined]
+        version = watch(partition_id, -1, 0)
+        if 0 <= since <= version:  # a version of the future is answered at once
+            version = watch(partition_id, since, timeout)
+        listing = self.kv_list(partition_id)  # type: ignore[attr-defined]
+        return TagChanges(version, listing, (), complete=True)
 
 
 def check_put_args(

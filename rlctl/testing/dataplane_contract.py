@@ -34,6 +34,7 @@ import torch
 from tensordict import NonTensorStack
 
 from rlctl.dataplane import (
+    DataPlane,
     DuplicateKeyError,
     MissingFieldError,
     RowCountError,
@@ -69,6 +70,10 @@ class DataPlaneContract(ListingChangesContract):
     @pytest.fixture
     def partition(self) -> str:
         return f"p{uuid.uuid4().hex[:10]}"
+
+    def test_the_plane_has_every_call_of_the_contract(self, plane):
+        # kv_watch_changes and the async twins included (DataPlaneBase has defaults for them)
+        assert isinstance(plane, DataPlane)
 
     # ------------------------------------------------------------------ round trips
     def test_dense_fields_round_trip_with_dtype(self, plane, partition):
