@@ -32,7 +32,9 @@ step (waiting while the stand-ins put), then split it over ``ranks`` training ra
   which on a shared machine count other processes' work too.
 
 The partition is cleared after each step (untimed). One ``ReplayBuffer`` per plane and mode
-serves every size, as one buffer serves a whole run.
+serves every size, as one buffer serves a whole run. Sizes up to 65,536 samples run
+``repeats`` steps (3) and report the one with the median controller CPU: a 1k step takes
+milliseconds, and the growth ratios are taken against it.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from rlctl.trainer.controller.balance import balanced_equal_partition, balanced_
 PARTITION = "train"
 STANDIN_TIMEOUT_S = 3600.0  # one stand-in's share of a 1M step, at worst
 PAGE = os.sysconf("SC_PAGE_SIZE")
+REPEAT_MAX = 65536  # larger steps run once: they take minutes, and their noise is smaller
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,7 @@ class ControllerBenchConfig:
     workers: int = 8  # rollout-worker stand-ins
     sessions: int = 8  # concurrent session threads per stand-in (mode "session")
     ranks: int = 0  # training ranks; 0: samples / 1024, within [2, 1024]
+    repeats: int = 3  # steps per size up to REPEAT_MAX samples (the median is reported)
     timeout_s: float = 3600.0  # ReplayBuffer.sample's bound for one step
     seed: int = 0
     put_load: PutLoadConfig | None = None  # also run the put load (on "ray", if measured)
@@ -238,9 +242,14 @@ def bench_plane(backend: str, mode: str, cfg: ControllerBenchConfig) -> list[dic
         # Untimed: start the stand-ins' threads (each new thread's first allocations grow
         # the RSS by megabytes) and, for Ray planes, this process's connections.
         run_step(plane, buffer, meter, stand_ins, cfg.workers * cfg.group_size, 0, mode)
-        for step, samples in enumerate(cfg.sizes, start=1):
-            row = run_step(plane, buffer, meter, stand_ins, samples, step, mode)
-            row.update(backend=backend, mode=mode)
+        step = 0
+        for samples in cfg.sizes:
+            runs = []
+            for _ in range(cfg.repeats if samples <= REPEAT_MAX else 1):
+                step += 1
+                runs.append(run_step(plane, buffer, meter, stand_ins, samples, step, mode))
+            row = sorted(runs, key=lambda r: r["ctrl_cpu_us"])[len(runs) // 2]  # the median
+            row.update(backend=backend, mode=mode, repeats=len(runs))
             row["growth"] = row["ctrl_cpu_us"] / (rows[0] if rows else row)["ctrl_cpu_us"]
             rows.append(row)
     finally:

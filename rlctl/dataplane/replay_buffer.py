@@ -11,12 +11,12 @@ one of its outputs is terminal, so a session that emits several outputs must put
 Readiness is pushed and incremental: between checks ``sample`` parks in the plane's
 ``kv_watch_changes``, which returns as soon as any writer (in any process) changes the
 listing and answers with what changed since the version the buffer holds. The buffer keeps a
-:class:`~rlctl.dataplane.sample_view.SampleView` of each partition and, per step, which uids
-are still incomplete and which failed, updated per changed key: a step of N samples costs
-O(N) however its puts arrive, and the latency from the last put to ``sample`` returning is one
-notification. It never hangs: a failed sample raises :class:`RolloutFailure` with its uid and
-error, and a step whose samples do not all arrive raises :class:`SampleTimeout` naming the
-missing uids.
+:class:`~rlctl.dataplane.sample_view.PartitionState` of each partition (per uid its outputs,
+its terminal sessions and the step waiting for it; per step a count of incomplete uids),
+updated per changed key: a step of N samples costs O(N) however its puts arrive, and the
+latency from the last put to ``sample`` returning is one notification. It never hangs: a
+failed sample raises :class:`RolloutFailure` with its uid and error, and a step whose samples
+do not all arrive raises :class:`SampleTimeout` naming the missing uids.
 """
 
 from __future__ import annotations
@@ -24,10 +24,9 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
-from rlctl.dataplane.contract import DataPlane, DataPlaneError, TagChanges
-from rlctl.dataplane.sample_view import SampleView
+from rlctl.dataplane.contract import DataPlane, DataPlaneError
+from rlctl.dataplane.sample_view import PartitionState, Step
 from rlctl.protocol.kv import KEY_SEPARATOR, KeyFormatError, KVBatchMeta
 
 
@@ -48,79 +47,6 @@ class SampleTimeout(DataPlaneError, TimeoutError):
         self.missing = missing
 
 
-@dataclass(frozen=True)
-class _Expected:
-    count: int
-    global_step: int
-
-
-@dataclass
-class _Step:
-    """The uids of one step and how far they are."""
-
-    uids: dict[str, int] = field(default_factory=dict)  # uid -> sessions expected, as added
-    incomplete: set[str] = field(default_factory=set)
-    failures: dict[str, str] = field(default_factory=dict)  # uid -> "key: error"
-
-
-class _Partition:
-    """One partition's view and the steps expected in it (the buffer's lock guards it)."""
-
-    def __init__(self) -> None:
-        self.view = SampleView()
-        self.expected: dict[str, _Expected] = {}
-        self.steps: dict[int, _Step] = {}
-
-    def expect(self, uid: str, count: int, step: int) -> None:
-        self.forget(uid)
-        self.expected[uid] = _Expected(count, step)
-        self.steps.setdefault(step, _Step()).uids[uid] = count
-        self.refresh(uid)
-
-    def forget(self, uid: str) -> None:
-        old = self.expected.pop(uid, None)
-        if old is None:
-            return
-        step = self.steps[old.global_step]
-        del step.uids[uid]
-        step.incomplete.discard(uid)
-        step.failures.pop(uid, None)
-        if not step.uids:
-            del self.steps[old.global_step]
-
-    def refresh(self, uid: str) -> None:
-        """Re-derive one expected uid's standing in its step from the view (O(1))."""
-        want = self.expected.get(uid)
-        if want is None:
-            return  # a sample of a uid nobody waits for (yet): the view keeps it
-        step = self.steps[want.global_step]
-        samples = self.view.uids.get(uid)
-        if samples is None or samples.done_sessions < want.count:
-            step.incomplete.add(uid)
-        else:
-            step.incomplete.discard(uid)
-        failure = None if samples is None else samples.first_failure()
-        if failure is None:
-            step.failures.pop(uid, None)
-        else:
-            step.failures[uid] = failure
-
-    def apply(self, changes: TagChanges) -> None:
-        touched = self.view.apply(changes)
-        for uid in self.expected if touched is None else touched:
-            self.refresh(uid)
-
-    def meta(self, partition: str, step: _Step) -> KVBatchMeta:
-        keys: list[str] = []
-        tags: list[dict] = []
-        for uid in step.uids:
-            samples = self.view.uids.get(uid)
-            for key, tag in [] if samples is None else samples.ordered():
-                keys.append(key)
-                tags.append(tag)
-        return KVBatchMeta(tuple(keys), partition, tuple(tags))
-
-
 class ReplayBuffer:
     """Tracks the uids of each step and waits for their samples on a data plane.
 
@@ -131,13 +57,13 @@ class ReplayBuffer:
     def __init__(self, plane: DataPlane) -> None:
         self.plane = plane
         self._lock = threading.Lock()
-        # partition -> its view and expectations: the controller's own state (metadata only)
-        self._partitions: dict[str, _Partition] = {}
+        # partition -> its samples and steps: the controller's own state (metadata only)
+        self._partitions: dict[str, PartitionState] = {}
 
-    def _partition(self, partition: str) -> _Partition:
+    def _partition(self, partition: str) -> PartitionState:
         state = self._partitions.get(partition)
         if state is None:
-            state = self._partitions[partition] = _Partition()
+            state = self._partitions[partition] = PartitionState()
         return state
 
     def add(self, partition: str, items: Sequence[tuple[str, int, int]]) -> None:
@@ -161,8 +87,7 @@ class ReplayBuffer:
         """uid -> global step of every uid added and not yet removed."""
         with self._lock:
             state = self._partitions.get(partition)
-            expected = {} if state is None else state.expected
-            return {u: e.global_step for u, e in expected.items()}
+            return {} if state is None else state.expected()
 
     def sample(self, partition: str, global_step: int, timeout: float) -> KVBatchMeta:
         """All sample keys of ``global_step``'s uids once each uid has its expected count of
@@ -192,17 +117,17 @@ class ReplayBuffer:
                     return state.meta(partition, step)
                 wait = deadline - time.monotonic()
                 if wait <= 0:
-                    raise _timeout(partition, global_step, step, state, timeout)
+                    raise _timeout(partition, step, timeout)
 
-    def _catch_up(self, partition: str, state: _Partition, timeout: float) -> None:
-        """Apply the plane's changes since the view's version (waiting up to ``timeout``
-        for one). The wait runs without the lock; if another thread moved the view on
-        meanwhile, this answer is older than the view and is dropped."""
+    def _catch_up(self, partition: str, state: PartitionState, timeout: float) -> None:
+        """Apply the plane's changes since the state's version (waiting up to ``timeout``
+        for one). The wait runs without the lock; if another thread moved the state on
+        meanwhile, this answer is older than the state and is dropped."""
         with self._lock:
-            since = state.view.version
+            since = state.version
         changes = self.plane.kv_watch_changes(partition, since, timeout)
         with self._lock:
-            if state.view.version == since:
+            if state.version == since:
                 state.apply(changes)
 
     def remove(self, partition: str, keys: Sequence[str]) -> None:
@@ -221,7 +146,7 @@ class ReplayBuffer:
                     last = uid
 
 
-def _failure(partition: str, global_step: int, step: _Step) -> RolloutFailure:
+def _failure(partition: str, global_step: int, step: Step) -> RolloutFailure:
     failures = dict(step.failures)
     return RolloutFailure(
         f"step {global_step}: {len(failures)} uid(s) failed in partition {partition!r}: "
@@ -230,19 +155,13 @@ def _failure(partition: str, global_step: int, step: _Step) -> RolloutFailure:
     )
 
 
-def _timeout(
-    partition: str, global_step: int, step: _Step, state: _Partition, timeout: float
-) -> SampleTimeout:
-    missing = {}
-    for uid, want in step.uids.items():
-        if uid in step.incomplete:
-            samples = state.view.uids.get(uid)
-            missing[uid] = (0 if samples is None else samples.done_sessions, want)
+def _timeout(partition: str, step: Step, timeout: float) -> SampleTimeout:
+    missing = PartitionState.missing(step)
     shown = ", ".join(
         f"{u} ({got}/{want} sessions terminal)" for u, (got, want) in list(missing.items())[:8]
     )
     return SampleTimeout(
-        f"step {global_step}: {len(missing)} of {len(step.uids)} uid(s) in partition "
+        f"step {step.number}: {len(missing)} of {len(step.uids)} uid(s) in partition "
         f"{partition!r} are not complete after {timeout:.1f} s: {shown}",
         missing,
     )
