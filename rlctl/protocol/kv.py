@@ -59,7 +59,12 @@ def _is_natural(value: object) -> bool:
 
 @dataclass(frozen=True)
 class KVBatchMeta:
-    """Keys of one partition with one tag dict per key; small and picklable."""
+    """Keys of one partition with one tag dict per key; small and picklable.
+
+    The tag dicts are copied on construction, so a caller's dicts never change a batch; the
+    batches ``select``, ``chunk`` and ``concat`` make share those copies with their source.
+    Tags are read-only: a change made through one batch shows in the batches it shares with.
+    """
 
     keys: tuple[str, ...]
     partition_id: str
@@ -107,10 +112,8 @@ class KVBatchMeta:
             raise ValueError(
                 f"KVBatchMeta.concat: batches come from several partitions {sorted(partitions)}"
             )
-        return KVBatchMeta(
-            tuple(k for m in metas for k in m.keys),
-            metas[0].partition_id,
-            tuple(t for m in metas for t in m.tags),
+        return metas[0]._sharing(
+            tuple(k for m in metas for k in m.keys), tuple(t for m in metas for t in m.tags)
         )
 
     def select(self, idx: Sequence[int] | Callable[[str, dict[str, Any]], bool]) -> KVBatchMeta:
@@ -123,11 +126,23 @@ class KVBatchMeta:
             if positions and not (-n <= min(positions) and max(positions) < n):
                 bad = [i for i in positions if not -n <= i < n]
                 raise IndexError(f"select: positions {bad[:5]} out of range for {n} keys")
-        return KVBatchMeta(
+        return self._sharing(
             tuple(map(self.keys.__getitem__, positions)),
-            self.partition_id,
             tuple(map(self.tags.__getitem__, positions)),
         )
+
+    def _sharing(self, keys: tuple[str, ...], tags: tuple[dict[str, Any], ...]) -> KVBatchMeta:
+        """A batch of this partition made of batches' own tag dicts, without copying them
+        again (they were copied when those batches were built): at a million samples the
+        copy was most of the cost of splitting a step into shards."""
+        if len(set(keys)) != len(keys):
+            dup = sorted({k for k in keys if keys.count(k) > 1})[:5]
+            raise ValueError(f"KVBatchMeta: duplicate keys {dup}")
+        out = object.__new__(KVBatchMeta)
+        object.__setattr__(out, "keys", keys)
+        object.__setattr__(out, "partition_id", self.partition_id)
+        object.__setattr__(out, "tags", tags)
+        return out
 
     def chunk(self, n: int) -> list[KVBatchMeta]:
         """Split into ``n`` contiguous runs whose sizes differ by at most one (the first
