@@ -18,8 +18,10 @@ PYTHON_BIN="${RLCTL_ENV_PYTHON:-python3}"
 MARKER=".rlctl-env-complete"
 
 TRL_VERSION="1.16.0"
-# TRL 1.16 needs transformers>=4.56.2; these are the trainer venv's versions.
-TRL_DEPS=("torch==2.13.0+cpu" "transformers==5.24.0" "datasets")
+# TRL 1.16 needs transformers>=4.56.2; these are the trainer venv's versions. reasoning-gym:
+# the real workload (vs_trl.py --workload real) builds its prompts with rlctl's task.
+TASK_DEPS=("reasoning-gym==0.1.25")
+TRL_DEPS=("torch==2.13.0+cpu" "transformers==5.24.0" "datasets" "${TASK_DEPS[@]}")
 
 log() { printf '[build_trl_env] %s\n' "$*" >&2; }
 
@@ -30,6 +32,12 @@ mkdir -p "$ENV_ROOT"
 exec 8>"$ENV_ROOT/$name.lock"
 flock 8
 if [[ -f "$dir/$MARKER" ]]; then
+    # An env built before the real workload existed lacks its task package: add it.
+    if ! "$py" -c 'import reasoning_gym' 2>/dev/null; then
+        log "$name: adding ${TASK_DEPS[*]}"
+        nice -n 10 "$py" -m pip install --quiet "${TASK_DEPS[@]}" "torch==2.13.0+cpu" \
+            2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+    fi
     log "$name: already built ($dir)"
     echo "trl=$py"
     exit 0
@@ -55,6 +63,7 @@ import sys
 from importlib.metadata import version
 import torch
 from trl import GRPOConfig, GRPOTrainer  # noqa: F401
+import reasoning_gym  # noqa: F401
 assert torch.__version__ == "2.13.0+cpu", f"expected torch 2.13.0+cpu, got {torch.__version__}"
 print(f"trl {version('trl')}, transformers {version('transformers')}, torch {torch.__version__}, "
       f"python {sys.version.split()[0]}")

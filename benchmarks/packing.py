@@ -30,6 +30,8 @@ import statistics
 import sys
 import time
 
+from rlctl.config.pipeline import validate_recipe
+
 EXIT_USAGE = 2
 
 
@@ -55,6 +57,7 @@ def recipe(args: argparse.Namespace, options: dict):  # type: ignore[no-untyped-
     longest = 16 + 8 * args.min_response
     return Recipe.model_validate({
         "run": {"seed": 0, "device": "cpu"},
+        "data": {"task": "count_digits"},
         "model": {"path": "tiny", "dtype": "float32", "tiny": {
             "hidden_size": 256, "intermediate_size": 768, "num_hidden_layers": 4,
             "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
@@ -77,7 +80,8 @@ def time_layout(args: argparse.Namespace, name: str, options: dict, batch, adv) 
     from rlctl.engines.train.contract import ModelEngineSpec
     from rlctl.engines.train.fsdp.engine import FSDPEngine
 
-    engine = FSDPEngine(ModelEngineSpec("actor", recipe(args, options)))
+    loaded = validate_recipe(recipe(args, options))
+    engine = FSDPEngine(ModelEngineSpec.from_loaded(loaded, "actor"))
     engine.init()
     fields = {"advantages": adv, "response_mask": batch.response_mask,
               "tokens": torch.full((batch.batch_size,), float(batch.response_mask.sum()))}

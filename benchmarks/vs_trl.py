@@ -1,6 +1,14 @@
 """rlctl vs TRL on the same work: seconds per step, generated tokens/s, wall time, ratios.
 
     python benchmarks/vs_trl.py [--steps 40] [--runs trl,local,ray] [--build-env] [--json]
+    python benchmarks/vs_trl.py --workload real [--steps 30] [--runs trl,local]
+
+``--workload real`` compares the two on ``recipes/smollm2_grpo.toml`` (the converted
+SmolLM2-135M-Instruct learning 2-digit sums, 16 prompts x 4 samples, 16 new tokens, lr 1e-5,
+beta 0; ``rlctl models install smollm2-135m`` first) and then scores the base model and each
+framework's trained model with ``rlctl eval`` on the same 64 held-out questions (greedy
+pass@1): the speed *and* what the steps bought. Validation during rlctl's run is turned off
+(TRL's has none), so both time the same work.
 
 Three runs, one after another, each a child process of this one: TRL's GRPOTrainer
 (``benchmarks/trl_grpo.py`` in the TRL env that ``benchmarks/build_trl_env.sh`` builds;
@@ -34,7 +42,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-RECIPE = REPO / "recipes" / "tiny_grpo.toml"
+RECIPES = {"tiny": REPO / "recipes" / "tiny_grpo.toml",
+           "real": REPO / "recipes" / "smollm2_grpo.toml"}
+RECIPE = RECIPES["tiny"]
 TRL_ENV = "trl-1.16.0"  # as benchmarks/build_trl_env.sh names it (a test keeps them in step)
 BUILD_SCRIPT = REPO / "benchmarks" / "build_trl_env.sh"
 RUNS = ("trl", "local", "ray")
@@ -53,6 +63,7 @@ class RunResult:
     reward_last5: float
     load_before: float
     load_after: float
+    held_out_pass1: float | None = None  # greedy accuracy of the trained model (--workload real)
 
 
 def env_python() -> Path:
@@ -111,25 +122,41 @@ def run_trl(args: argparse.Namespace, work: Path) -> RunResult:
     # The rlctl source tree for the builders; no hub access at all (everything is built offline).
     env.update(PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    saved = work / "trl-model"
     cmd = [str(env_python()), str(REPO / "benchmarks" / "trl_grpo.py"), "--steps",
-           str(args.steps), "--out", str(out), "--recipe", str(RECIPE)]
+           str(args.steps), "--out", str(out), "--recipe", str(args.recipe),
+           "--workload", args.workload,
+           *(["--save", str(saved)] if args.workload == "real" else [])]
     load0 = os.getloadavg()[0]
     wall = run_child(cmd, env, args.timeout_s, work / "trl.log")
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     steps = [r for r in rows if "step" in r]
-    samples = _samples_per_step()
-    return summarise(
+    samples = _samples_per_step(args.recipe)
+    result = summarise(
         f"trl {TRL_ENV.removeprefix('trl-')}", [r["t"] for r in steps],
         [r["completion_len"] * samples for r in steps], [r["reward"] for r in steps],
         args.skip, wall, (load0, os.getloadavg()[0]),
     )
+    if args.workload == "real":
+        result.held_out_pass1 = held_out_pass1(args, work, str(saved), "trl")
+    return result
+
+
+def held_out_pass1(args: argparse.Namespace, work: Path, model: str, name: str) -> float:
+    """Greedy pass@1 of ``model`` on the recipe's held-out questions, by ``rlctl eval``."""
+    out = work / f"eval-{name}.json"
+    cmd = [sys.executable, "-m", "rlctl", "eval", str(args.recipe), "--model", model,
+           "--out", str(out)]
+    run_child(cmd, dict(os.environ), args.timeout_s, work / f"eval-{name}.log")
+    result = json.loads(out.read_text(encoding="utf-8"))
+    return float(result["passes"][0]["metrics"]["pass@1"])
 
 
 def run_rlctl(args: argparse.Namespace, work: Path, local: bool) -> RunResult:
     name = "local" if local else "ray"
-    cmd = [sys.executable, "-m", "rlctl", "train", str(RECIPE), "--quiet",
+    cmd = [sys.executable, "-m", "rlctl", "train", str(args.recipe), "--quiet",
            "-s", f"schedule.total_steps={args.steps}", "-s", f'run.output_dir="{work}"',
-           "-s", f'run.name="{name}"',
+           "-s", f'run.name="{name}"', "-s", "schedule.eval_every=0",
            *(["--local", "-s", "data_plane.backend=memory"] if local else [])]
     env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
     load0 = os.getloadavg()[0]
@@ -137,42 +164,58 @@ def run_rlctl(args: argparse.Namespace, work: Path, local: bool) -> RunResult:
     metrics = work / name / "metrics.jsonl"
     rows = [json.loads(line) for line in metrics.read_text(encoding="utf-8").splitlines()]
     rows = [r for r in rows if "timing_s/step" in r]  # training steps (not validation rows)
-    samples = _samples_per_step()
-    return summarise(
+    samples = _samples_per_step(args.recipe)
+    result = summarise(
         f"rlctl {'--local' if local else 'ray (2 ranks)'}", [r["time"] for r in rows],
         [r["response_length/mean"] * samples for r in rows],
         [r["critic/score/mean"] for r in rows], args.skip, wall, (load0, os.getloadavg()[0]),
     )
+    if args.workload == "real":
+        result.held_out_pass1 = held_out_pass1(args, work, str(work / name / "hf"), name)
+    return result
 
 
-def _samples_per_step() -> int:
+def _samples_per_step(recipe: Path = RECIPE) -> int:
     import tomllib
 
-    with RECIPE.open("rb") as f:
+    with recipe.open("rb") as f:
         alg = tomllib.load(f)["algorithm"]
     return int(alg["prompts_per_step"]) * int(alg["group_size"])
 
 
-def format_table(results: list[RunResult], args: argparse.Namespace) -> str:
+TITLES = {
+    "tiny": "tiny Qwen3 (76k params), count_digits, 3 new tokens",
+    "real": "SmolLM2-135M-Instruct (fp32), 2-digit sums (reasoning-gym), 16 new tokens",
+}
+
+
+def format_table(results: list[RunResult], args: argparse.Namespace,
+                 base_pass1: float | None = None) -> str:
     ref = next((r for r in results if r.name.startswith("trl")), None)
     title = (
-        f"rlctl vs TRL: tiny Qwen3 (76k params), count_digits, {_samples_per_step()} samples/step "
-        f"(64 prompts x 8), 3 new tokens, {args.steps} steps; s/step = median of steps "
-        f"{args.skip + 1}..{args.steps}"
+        f"rlctl vs TRL: {TITLES[args.workload]}, {_samples_per_step(args.recipe)} samples/step, "
+        f"{args.steps} steps; s/step = median of steps {args.skip + 1}..{args.steps}"
     )
+    real = args.workload == "real"
     header = (
         f"{'run':<22}{'s/step':>8}{'gen tok/s':>11}{'wall s':>9}{'reward':>8}"
-        f"{'tok/s vs trl':>14}{'load':>11}"
+        f"{'tok/s vs trl':>14}{'load':>11}" + (f"{'held-out':>10}" if real else "")
     )
     lines = [title, header]
     for r in results:
         ratio = f"{r.gen_tokens_per_s / ref.gen_tokens_per_s:.2f}x" if ref else "-"
+        held = f"{r.held_out_pass1:>10.3f}" if real and r.held_out_pass1 is not None else ""
         lines.append(
             f"{r.name:<22}{r.s_per_step:>8.3f}{r.gen_tokens_per_s:>11.0f}{r.wall_s:>9.1f}"
             f"{r.reward_last5:>8.3f}{ratio:>14}{r.load_before:>5.1f}->{r.load_after:<4.1f}"
+            + held
         )
     lines.append("reward: critic/score mean of the last 5 steps; load: 1-min load average "
                  "before -> after the run")
+    if real:
+        base = f"{base_pass1:.3f}" if base_pass1 is not None else "not measured"
+        lines.append(f"held-out: greedy pass@1 on the recipe's 64 held-out questions (rlctl "
+                     f"eval) after the last step; the base model: {base}")
     return "\n".join(lines)
 
 
@@ -180,6 +223,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--workload", choices=tuple(RECIPES), default="tiny",
+                        help="tiny: recipes/tiny_grpo.toml; real: recipes/smollm2_grpo.toml")
     parser.add_argument("--steps", type=int, default=40, help="training steps per run (N)")
     parser.add_argument("--skip", type=int, default=5, help="warm-up steps left out of s/step")
     parser.add_argument("--runs", default=",".join(RUNS), help="comma list of trl, local, ray")
@@ -190,6 +235,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="keep logs and metrics in this new directory (default: a temp dir)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
+    args.recipe = RECIPES[args.workload]
     args.runs = [r.strip() for r in args.runs.split(",") if r.strip()]
     bad = [r for r in args.runs if r not in RUNS]
     if bad or not args.runs:
@@ -215,7 +261,10 @@ def main(argv: list[str] | None = None) -> int:
     work = args.keep or Path(tempfile.mkdtemp(prefix="rlctl-vs-trl-"))
     work.mkdir(parents=True, exist_ok=True)
     results = []
+    base_pass1 = None
     try:
+        if args.workload == "real":
+            base_pass1 = held_out_pass1(args, work, "smollm2-135m", "base")
         for run in args.runs:
             if run == "trl":
                 results.append(run_trl(args, work))
@@ -225,10 +274,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)  # our own temp dir, nothing else
     if args.json:
-        print(json.dumps({"steps": args.steps, "skip": args.skip,
+        print(json.dumps({"workload": args.workload, "steps": args.steps, "skip": args.skip,
+                          "base_held_out_pass1": base_pass1,
                           "runs": [asdict(r) for r in results]}))
     else:
-        print(format_table(results, args))
+        print(format_table(results, args, base_pass1))
     return 0
 
 

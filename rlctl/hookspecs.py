@@ -48,7 +48,9 @@ if TYPE_CHECKING:
 
     import typer
 
-    from rlctl.config.recipe import Recipe
+# The validated recipe, :class:`rlctl.config.recipe.Recipe`: named, not imported, because
+# rlctl.config reads the kinds declared here and the layers only import downwards.
+Recipe = Any
 
 PROJECT = "rlctl"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -73,6 +75,10 @@ class PluginKind:
     options: str | None = None
     """Key path of the selected name's options table (``[]`` as in :attr:`select`, ``{name}``
     the selected name); ``None`` where the recipe gives this kind no options."""
+    contract: str | None = None
+    """``"module:Protocol"``: what the object a target builds from its options must offer,
+    checked when a recipe selecting it loads (:mod:`rlctl.plugin_contracts`); ``None``: the
+    kind's objects are checked where they are built."""
 
 
 PLUGIN_KINDS: dict[str, PluginKind] = {}
@@ -80,10 +86,11 @@ PLUGIN_KINDS: dict[str, PluginKind] = {}
 
 
 def _kind(
-    name: str, *, builtin: str, select: str, options: str | None = None
+    name: str, *, builtin: str, select: str, options: str | None = None,
+    contract: str | None = None,
 ) -> Callable[[_Spec], _Spec]:
     def declare(spec: _Spec) -> _Spec:
-        PLUGIN_KINDS[name] = PluginKind(name, spec.__name__, builtin, select, options)
+        PLUGIN_KINDS[name] = PluginKind(name, spec.__name__, builtin, select, options, contract)
         return spec
 
     return declare
@@ -113,7 +120,10 @@ def register_rollout_engines(register: Callable[..., None]) -> None:
     ``target`` builds a :class:`rlctl.engines.rollout.contract.RolloutEngine`:
     ``target(spec: RolloutEngineSpec) -> RolloutEngine``; the validated options are
     ``spec.options_as(MyOptions)``.
-    Metadata: ``weight_sync`` (str, default weight-sync method name for this engine).
+    Metadata: ``weight_sync`` (str, default weight-sync method name for this engine);
+    ``partial_rollout`` (bool, default ``False``: it aborts and resumes requests at a weight
+    update); ``json_schema`` (bool, default ``False``: it constrains decoding to
+    ``SamplingParams.json_schema``; the others must raise on it, never ignore it).
     """
 
 
@@ -162,16 +172,17 @@ def register_advantage_estimators(register: Callable[..., None]) -> None:
 def register_policy_losses(register: Callable[..., None]) -> None:
     """Register policy losses (``[algorithm.loss] policy_loss = NAME``).
 
-    ``target(old_log_prob, log_prob, advantages, response_mask, *, loss_agg_mode,
-    clip_low, clip_high, clip_ratio_c, rollout_log_probs=None, tis_cap=None,
-    correction=None, global_normalizer=None, horizon=None, **options) -> (loss, metrics)``
-    with tensors [B, T]; ``metrics`` maps names such as ``pg_clipfrac``, ``ppo_kl`` and
-    ``pg_clipfrac_lower`` to floats. ``correction`` is the recipe's off-policy correction
-    (:class:`rlctl.algorithms.off_policy.OffPolicyCorrection`; its ``weights(old_log_prob,
-    rollout_log_probs, response_mask)`` gives the per-token weights), ``None`` when off;
-    ``tis_cap`` is its cap when the method is ``truncated_is`` (the older convention).
-    Accept and ignore keywords you do not use.
-    Metadata: ``recommended_loss_agg`` (str, optional).
+    ``target(inputs, **options) -> (loss, metrics)``: ``inputs`` is one
+    :class:`rlctl.algorithms.policy_loss_inputs.PolicyLossInputs` per micro-batch (tensors
+    ``[B, T]``: ``old_log_prob``, ``log_prob``, ``advantages``, ``response_mask``,
+    ``rollout_log_probs``; ``loss_agg_mode``, ``clip_low`` / ``clip_high`` /
+    ``clip_ratio_c``; ``correction``, the recipe's resolved off-policy correction whose
+    ``weights(old_log_prob, rollout_log_probs, response_mask)`` gives per-token weights;
+    ``global_normalizer`` and ``horizon`` for the aggregation), ``options`` the fields of the
+    loss's validated option model. ``metrics`` maps names such as ``pg_clipfrac``, ``ppo_kl``
+    and ``pg_clipfrac_lower`` to floats. The
+    :func:`~rlctl.algorithms.policy_loss_inputs.policy_loss` decorator turns a loss written as
+    its per-token math into this call. Metadata: ``recommended_loss_agg`` (str, optional).
     """
 
 
@@ -221,24 +232,30 @@ def register_agent_loops(register: Callable[..., None]) -> None:
     generate_many)``: every ``(prompt, session_id)`` of a rollout call at once, returning one
     output list (or the exception of that session) per request, in order; the worker then
     calls it instead of ``run`` (the single-turn loop does: one batched generate, no coroutine
-    per session). The validated ``[rollout.agent_loop_options]``
-    are ``spec.options_as(MyOptions)``. Metadata: ``uses`` (tuple of ``"tools"``,
-    ``"tool_parser"``, ``"environment"``: the ``[rollout]`` tables the loop reads;
-    ``config validate`` refuses the ones given to a loop that does not use them).
+    per session). A session whose ``run`` raises fails (and with it the step); raising
+    :class:`rlctl.agents.contract.EpisodeError` instead has it written with score 0 and
+    counted (a loop's ``on_episode_error`` policy). The validated
+    ``[rollout.agent_loop_options]`` are ``spec.options_as(MyOptions)``. Metadata: ``uses``
+    (tuple of ``"tools"``, ``"tool_parser"``, ``"environment"``: the ``[rollout]`` tables the
+    loop reads; ``config validate`` refuses the ones given to a loop that does not use them).
     """
 
 
 @_kind("staleness_policy", builtin="rlctl.plugins.staleness_policies",
-       select="algorithm.staleness.policy", options="algorithm.staleness.options")
+       select="algorithm.staleness.policy", options="algorithm.staleness.options",
+       contract="rlctl.algorithms.staleness:StalenessPolicyContract")
 @hookspec
 def register_staleness_policies(register: Callable[..., None]) -> None:
     """Register staleness policies (``[algorithm.staleness] policy = NAME``).
 
-    ``target(options) -> StalenessPolicy`` (:class:`rlctl.algorithms.staleness.StalenessPolicy`:
-    ``admit(dispatch_step, policy_version)``, ``evict(groups, policy_version)``,
-    ``select(groups, count)``, ``lookahead`` and ``max_staleness``; ``state_dict()`` /
-    ``load_state_dict(state)`` keep JSON-able state across a checkpoint); ``options``: the
-    validated option model instance, ``None`` when it registered none. Metadata: none required.
+    ``target(options) -> policy`` meeting
+    :class:`rlctl.algorithms.staleness.StalenessPolicyContract` (``lookahead``,
+    ``max_staleness``, ``admit(dispatch_step, policy_version)``, ``evict(groups,
+    policy_version)``, ``select(groups, count)``, ``state_dict()`` /
+    ``load_state_dict(state)``): a plain class with those members, or a subclass of
+    :class:`rlctl.algorithms.staleness.StalenessPolicy` for its defaults. ``options``: the
+    validated option model instance, ``None`` when it registered none. The policy is built and
+    checked when a recipe selecting it loads. Metadata: none required.
     """
 
 
@@ -252,9 +269,10 @@ def register_tools(register: Callable[..., None]) -> None:
     model instance, ``None`` when the tool registered none): an object with a ``name``,
     ``schema() -> dict`` (the OpenAI-style function description ``{"type": "function",
     "function": {"name", "description", "parameters": <JSON schema>}}`` that goes into the
-    chat template) and ``call(arguments: dict, ctx: ToolContext) -> str`` (sync: run in a
-    thread; or async), cut off after the loop's ``tool_timeout_s`` (see
-    :mod:`rlctl.agents.tools`). Build it cheaply: the controller builds the tools once for
+    chat template) and ``call(arguments: dict, ctx: ToolContext) -> str`` (sync: run on
+    the tool's own threads; or async), cut off after the loop's ``tool_timeout_s`` (see
+    :mod:`rlctl.agents.tools`); what it raises is shown to the user with the plugin and
+    ``file:line``. Build it cheaply: the controller builds the tools once for
     their schemas. Metadata: none required.
     """
 

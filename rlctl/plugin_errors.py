@@ -60,10 +60,13 @@ class PluginCallError(RuntimeError):
         )
 
     @classmethod
-    def contract(cls, reg: Registration, what: str) -> PluginCallError:
-        """``reg``'s implementation returned something rlctl cannot use."""
-        return cls(f"{reg.describe()} {what}", kind=reg.kind, name=reg.name,
-                   plugin=reg.plugin.name)
+    def contract(cls, reg: Registration, what: str, fn: Any = None) -> PluginCallError:
+        """``reg``'s implementation returned something rlctl cannot use; ``fn``: the function
+        or method that returned it (its definition's ``file:line`` is named)."""
+        location = defined_at(fn)
+        where = f" (defined at {location})" if location else ""
+        return cls(f"{reg.describe()} {what}{where}", kind=reg.kind, name=reg.name,
+                   plugin=reg.plugin.name, location=location)
 
     def within(self, context: str) -> PluginCallError:
         """The same error with what rlctl was doing appended (``while scoring sample ...``)."""
@@ -89,6 +92,19 @@ def _location(exc: BaseException, fn: Any) -> str:
     if own is not None and own is not raised:
         text += f" (called from {own.filename}:{own.lineno} in {own.name})"
     return text
+
+
+def defined_at(fn: Any) -> str:
+    """``file:line in name`` where function or method ``fn`` is defined (``""``: unknown)."""
+    if fn is None:
+        return ""
+    target = inspect.unwrap(getattr(fn, "__func__", fn))
+    try:
+        file = inspect.getsourcefile(target)
+        _, line = inspect.getsourcelines(target)
+    except (OSError, TypeError):
+        return ""
+    return f"{file}:{line} in {getattr(target, '__qualname__', getattr(target, '__name__', '?'))}"
 
 
 def _source_file(fn: Any) -> str | None:

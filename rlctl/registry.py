@@ -38,6 +38,8 @@ BUILTIN_MODULES: tuple[str, ...] = (
     *(k.builtin for k in hookspecs.PLUGIN_KINDS.values()),
     "rlctl.cli.bench_cmd",
     "rlctl.cli.engines_cmd",
+    "rlctl.cli.eval_cmd",
+    "rlctl.cli.models_cmd",
     "rlctl.cli.runs_cmd",
     "rlctl.plugins.trainer_checks",
 )
@@ -134,6 +136,10 @@ class PluginFailure:
     name: str
     source: str
     error: str
+    provides: tuple[tuple[str, str], ...] = ()
+    """``(kind, name)`` it registered before it was refused (all of them, for a name clash):
+    a recipe that selects one is told this plugin failed. Empty when its module did not
+    import (nothing is known of it then)."""
 
 
 class Registry:
@@ -184,6 +190,10 @@ class Registry:
     def find(self, kind: str, name: str) -> Registration | None:
         self.ensure_collected()
         return self._by_kind[kind].get(name)
+
+    def failed_provider(self, kind: str, name: str) -> PluginFailure | None:
+        """The failed plugin that registered ``kind`` ``name`` before it was refused."""
+        return next((f for f in self.failures if (kind, name) in f.provides), None)
 
     def get(self, kind: str, name: str) -> Registration:
         reg = self.find(kind, name)
@@ -257,7 +267,7 @@ class Registry:
                         if outcome.error is not None:
                             raise outcome.error  # one failed hook drops the whole plugin
             except Exception as exc:  # noqa: BLE001 -- a broken plugin must not break the CLI
-                self._refuse(plugin_name, info, _describe(exc))
+                self._refuse(plugin_name, info, _describe(exc), staged)
                 continue  # all or nothing: what it registered before raising is dropped
             staged_by_plugin[plugin_name] = staged
         self._admit(staged_by_plugin, infos)
@@ -293,14 +303,17 @@ class Registry:
             if plugin_name in refused:
                 info = infos[plugin_name]
                 reasons = "; ".join(dict.fromkeys(refused[plugin_name]))
-                self._refuse(plugin_name, info, f"{info.describe()} registers nothing: {reasons}")
+                self._refuse(plugin_name, info, f"{info.describe()} registers nothing: {reasons}",
+                             regs)
                 continue
             for reg in regs:
                 self._by_kind[reg.kind][reg.name] = reg
 
-    def _refuse(self, plugin_name: str, info: PluginInfo, error: str) -> None:
+    def _refuse(self, plugin_name: str, info: PluginInfo, error: str,
+                staged: Sequence[Registration] = ()) -> None:
         """Record why a plugin is out, and take its other hooks (commands, lifecycle) out too."""
-        self._failures.append(PluginFailure(plugin_name, info.module, error))
+        provides = tuple(dict.fromkeys((r.kind, r.name) for r in staged))
+        self._failures.append(PluginFailure(plugin_name, info.module, error, provides))
         self.pm.unregister(name=plugin_name)
         self._plugins = [p for p in self._plugins if p.name != plugin_name]
 
@@ -347,6 +360,21 @@ def _collision(reg: Registration, claims: list[Registration], entry_points: list
         fix += f"; to leave this one out: RLCTL_PLUGINS={','.join(keep) or 'none'}"
     return (f"{what} is also registered by {also}; a name that two plugins register goes to "
             f"neither (rlctl never picks a winner by install order); fix: {fix}")
+
+
+def _hook_problem(message: str) -> str:
+    """pluggy's ``unknown hook 'register_tool' in plugin ...`` with the hook meant."""
+    import difflib
+    import re
+
+    unknown = re.match(r"unknown hook '([^']+)'", message)
+    if unknown is None:
+        return message
+    hooks = [name for name in dir(hookspecs) if hasattr(getattr(hookspecs, name),
+                                                        f"{hookspecs.PROJECT}_spec")]
+    close = difflib.get_close_matches(unknown.group(1), hooks, n=1, cutoff=0.6)
+    fix = f"did you mean {close[0]!r}?" if close else f"the hooks are: {', '.join(sorted(hooks))}"
+    return f"{message}: rlctl has no such hook ({fix}); the plugin registers nothing"
 
 
 def _describe(exc: BaseException) -> str:
@@ -426,7 +454,8 @@ def build_registry(*, external: str | None = None, extra: Sequence[object] = ())
             bad = exc.plugin
             bad_name = str(pm.get_name(bad))
             info = infos.pop(bad_name, None)
-            failures.append(PluginFailure(bad_name, info.module if info else "?", str(exc)))
+            failures.append(PluginFailure(bad_name, info.module if info else "?",
+                                          _hook_problem(str(exc))))
             pm.unregister(bad)
 
     registry = Registry(pm, list(infos.values()))

@@ -21,6 +21,7 @@ import ast
 import difflib
 import importlib
 import importlib.util
+import inspect
 import sys
 import traceback
 from pathlib import Path
@@ -100,6 +101,41 @@ def static_problem(target: object) -> str | None:
     return _missing_attr(scope, spec, module_name, parts)
 
 
+def static_definition(target: str) -> str | None:
+    """How ``target`` is defined, found without running its module: ``"async def"``,
+    ``"def"``, ``"class"`` (or the type's name of another object of a module already
+    imported); ``None`` when it cannot tell (an assignment, an import, a decorated
+    definition, a nested attribute...). :func:`static_problem` says whether it exists."""
+    try:
+        module_name, parts = split_target(target)
+    except ValueError:
+        return None
+    if module_name in sys.modules:
+        try:
+            obj = resolve(target)
+        except Exception:  # noqa: BLE001 -- static_problem reports a missing attribute
+            return None
+        if inspect.iscoroutinefunction(obj):
+            return "async def"
+        return "class" if inspect.isclass(obj) else "def" if callable(obj) else type(obj).__name__
+    try:
+        spec = importlib.util.find_spec(module_name)
+    except Exception:  # noqa: BLE001 -- static_problem reports it
+        return None
+    tree = _parse(spec) if spec is not None and len(parts) == 1 else None
+    if tree is None:
+        return None
+    kinds = {ast.AsyncFunctionDef: "async def", ast.FunctionDef: "def", ast.ClassDef: "class"}
+    found = None
+    for node in tree.body:  # the last top-level binding of the name decides
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            if node.name == parts[0]:
+                found = None if node.decorator_list else kinds[type(node)]
+        elif parts[0] in _top_level([node])[0]:
+            found = None
+    return found
+
+
 _Scope = tuple[set[str], dict[str, list[ast.stmt]], bool]
 
 
@@ -159,52 +195,61 @@ def _top_level(body: list[ast.stmt]) -> _Scope:
     Descends into ``if`` / ``try`` / ``with`` / loop bodies (they run at this level), never
     into function or class bodies; ``global X`` inside a function binds ``X`` here too.
     """
-    names: set[str] = set()
-    classes: dict[str, list[ast.stmt]] = {}
-    dynamic = False
+    scope = _ScopeNames()
+    scope.visit(body)
+    return scope.names, scope.classes, scope.dynamic
 
-    def expression(node: ast.AST) -> None:
-        nonlocal dynamic
+
+class _ScopeNames:
+    """What :func:`_top_level` collects while it walks one scope's statements."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+        self.classes: dict[str, list[ast.stmt]] = {}
+        self.dynamic = False
+
+    def visit(self, stmts: list[ast.stmt]) -> None:
+        for node in stmts:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                self.definition(node)
+            elif isinstance(node, ast.Import | ast.ImportFrom):
+                for alias in node.names:
+                    self.dynamic |= alias.name == "*"
+                    self.names.add(alias.asname or alias.name.split(".")[0])
+            else:
+                for child in ast.iter_child_nodes(node):
+                    self.child(child)
+
+    def definition(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
+        self.names.add(node.name)
+        self.dynamic |= node.name == "__getattr__"
+        if isinstance(node, ast.ClassDef):
+            self.classes[node.name] = node.body
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Global):
+                self.names.update(sub.names)
+
+    def child(self, child: ast.AST) -> None:
+        if isinstance(child, ast.stmt):
+            self.visit([child])
+        elif isinstance(child, ast.ExceptHandler):
+            if child.name:
+                self.names.add(child.name)
+            self.visit(child.body)
+        elif isinstance(child, ast.match_case):
+            self.expression(child.pattern)
+            self.visit(child.body)
+        else:
+            self.expression(child)
+
+    def expression(self, node: ast.AST) -> None:
         for sub in ast.walk(node):
             if isinstance(sub, ast.Name):
                 if isinstance(sub.ctx, ast.Store):
-                    names.add(sub.id)
-                dynamic |= sub.id in _DYNAMIC
+                    self.names.add(sub.id)
+                self.dynamic |= sub.id in _DYNAMIC
             elif isinstance(sub, ast.MatchAs | ast.MatchStar) and sub.name:
-                names.add(sub.name)
-
-    def visit(stmts: list[ast.stmt]) -> None:
-        nonlocal dynamic
-        for node in stmts:
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-                names.add(node.name)
-                dynamic |= node.name == "__getattr__"
-                if isinstance(node, ast.ClassDef):
-                    classes[node.name] = node.body
-                for sub in ast.walk(node):
-                    if isinstance(sub, ast.Global):
-                        names.update(sub.names)
-                continue
-            if isinstance(node, ast.Import | ast.ImportFrom):
-                for alias in node.names:
-                    dynamic |= alias.name == "*"
-                    names.add(alias.asname or alias.name.split(".")[0])
-                continue
-            for child in ast.iter_child_nodes(node):
-                if isinstance(child, ast.stmt):
-                    visit([child])
-                elif isinstance(child, ast.ExceptHandler):
-                    if child.name:
-                        names.add(child.name)
-                    visit(child.body)
-                elif isinstance(child, ast.match_case):
-                    expression(child.pattern)
-                    visit(child.body)
-                else:
-                    expression(child)
-
-    visit(body)
-    return names, classes, dynamic
+                self.names.add(sub.name)
 
 
 def _has_submodule(spec: Any, name: str) -> bool:

@@ -1,4 +1,5 @@
-"""The import graph of ``rlctl``: no circles, and no lower layer importing ``rlctl.plugins``.
+"""The import graph of ``rlctl``: the layers of docs/design.md, no circles, no folders that
+import each other, no private-name imports.
 
 Built from the source with ``ast`` (no module is imported), counting every import: at module
 level, inside functions, and under ``if TYPE_CHECKING`` (a type-only circle still ties two
@@ -9,6 +10,7 @@ is ``a.b.c`` when that is a module, else ``a.b``), not to the packages above it.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import networkx as nx
@@ -16,10 +18,13 @@ import networkx as nx
 import rlctl
 
 ROOT = Path(rlctl.__file__).resolve().parent
+DESIGN = ROOT.parent / "docs" / "design.md"
+ENTRY = "rlctl.__main__"  # `python -m rlctl`: the program's entry, above every folder
 # Layers below the plugins: they are what plugins register, so they never import plugins.
 LOWER = ("rlctl.engines", "rlctl.trainer", "rlctl.agents", "rlctl.dataplane", "rlctl.config",
          "rlctl.algorithms", "rlctl.protocol", "rlctl.models", "rlctl.rewards", "rlctl.tasks",
          "rlctl.sinks", "rlctl.checkpoint", "rlctl.inspect", "rlctl.bench", "rlctl.testing",
+         "rlctl.evals",
          "rlctl.registry", "rlctl.hookspecs")
 
 
@@ -93,3 +98,67 @@ def test_no_lower_layer_imports_the_plugins():
     )
     assert not bad, ("a lower layer imports rlctl.plugins (plugins register it, not the "
                      "reverse):\n" + "\n".join(bad))
+
+
+def layer_table() -> list[tuple[str, list[str]]]:
+    """``(layer, packages)`` from docs/design.md's layer table, top layer first."""
+    text = DESIGN.read_text(encoding="utf-8").split("### Layers", 1)[1]
+    rows = re.findall(r"^\| ([a-z' ]+) \| ((?:`rlctl[\w.]*`(?:, )?)+) \|", text, flags=re.MULTILINE)
+    return [(name, re.findall(r"`(rlctl[\w.]*)`", packages)) for name, packages in rows]
+
+
+def layer_of(module: str, table: list[tuple[str, list[str]]]) -> int:
+    """Index of the layer whose longest package contains ``module`` (0 = the top)."""
+    best, found = -1, None
+    for index, (_, packages) in enumerate(table):
+        for package in packages:
+            if (module == package or module.startswith(package + ".")) and len(package) > best:
+                best, found = len(package), index
+    assert found is not None, f"{module} is in no layer of docs/design.md"
+    return found
+
+
+def test_the_layer_table_covers_every_package():
+    table = layer_table()
+    assert [name for name, _ in table][:2] == ["entry", "plugins"] and table[-1][0] == "core"
+    for name in module_names():
+        layer_of(name, table)
+
+
+def test_every_import_goes_down_the_layers():
+    table = layer_table()
+    graph = import_graph()
+    bad = sorted(
+        f"{a} ({table[layer_of(a, table)][0]}) -> {b} ({table[layer_of(b, table)][0]})"
+        for a, b in graph.edges if layer_of(a, table) > layer_of(b, table)
+    )
+    assert not bad, "imports up the layers of docs/design.md:\n" + "\n".join(bad)
+
+
+def folder_of(module: str, modules: dict[str, Path]) -> str:
+    return str(modules[module].resolve().parent.relative_to(ROOT.parent))
+
+
+def test_no_two_folders_import_each_other():
+    modules = module_names()
+    edges: dict[tuple[str, str], str] = {}
+    for a, b in import_graph().edges:
+        if ENTRY in (a, b):
+            continue
+        fa, fb = folder_of(a, modules), folder_of(b, modules)
+        if fa != fb:
+            edges.setdefault((fa, fb), f"{a} -> {b}")
+    mutual = sorted(f"{x} <-> {y}: {edges[(x, y)]}; {edges[(y, x)]}"
+                    for (x, y) in edges if (y, x) in edges and x < y)
+    assert not mutual, "folders that import each other:\n" + "\n".join(mutual)
+
+
+def test_no_module_imports_another_modules_private_names():
+    bad = []
+    for name, path in module_names().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("rlctl"):
+                bad += [f"{name}: from {node.module} import {alias.name}"
+                        for alias in node.names
+                        if alias.name.startswith("_") and not alias.name.startswith("__")]
+    assert not bad, "private names imported across modules:\n" + "\n".join(bad)

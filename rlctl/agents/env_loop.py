@@ -20,12 +20,19 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, PositiveFloat, PositiveInt
 
-from rlctl.agents.contract import AgentLoopSpec, AgentOutput, GenerateFn, PromptRecord
-from rlctl.agents.environment import StepResult, maybe_await
+from rlctl.agents.contract import AgentLoop, AgentLoopSpec, AgentOutput, GenerateFn, PromptRecord
+from rlctl.agents.environment import StepResult, close_environment, maybe_await
 from rlctl.agents.observation import has_chat_template, observation_ids, text_ids
 from rlctl.agents.trajectory import Trajectory
 from rlctl.config.strict import STRICT_CONFIG
 from rlctl.engines.rollout.contract import SamplingParams
+from rlctl.plugin_errors import PluginCallError
+
+
+def _shown(value: Any) -> str:
+    """A value in an error message: its type, and its text cut short."""
+    text = repr(value)
+    return f"{type(value).__name__} {text[:80]}{'...' if len(text) > 80 else ''}"
 
 
 class EnvLoopOptions(BaseModel):
@@ -47,18 +54,19 @@ class EnvLoopOptions(BaseModel):
     plain tokens; ``auto``: chat when the tokenizer has a template."""
 
 
-class EnvAgentLoop:
+class EnvAgentLoop(AgentLoop):
     """Multi-step episodes against a registered environment (see the module docstring)."""
 
     def __init__(self, spec: AgentLoopSpec) -> None:
-        recipe, registry = spec.recipe, spec.registry
+        super().__init__(spec)
         self.options = spec.options_as(EnvLoopOptions)
         self.tokenizer = spec.tokenizer
-        section = recipe.rollout.environment
-        if section is None:
+        env = spec.environment
+        if env is None:
             raise ValueError("the env agent loop needs an environment: add [rollout.environment]")
-        self.env_options = spec.environment_options()
-        self.factory = registry.load("environment", section.name)
+        self.env_options = env.options
+        self.reg = spec.registry.get("environment", env.name)  # named in every error
+        self.factory = self.reg.load()
         self.chat = self.options.observation_format == "chat" or (
             self.options.observation_format == "auto" and has_chat_template(self.tokenizer)
         )
@@ -66,8 +74,26 @@ class EnvAgentLoop:
     def _obs_ids(self, text: str) -> list[int]:
         return observation_ids(self.tokenizer, text, mode="chat" if self.chat else "text")
 
-    async def _timed(self, value: Any) -> Any:
-        return await asyncio.wait_for(maybe_await(value), self.options.step_timeout_s)
+    async def _call(self, method: Any, *args: Any) -> Any:
+        """``method(*args)`` of the environment, awaited within ``step_timeout_s``; what it
+        raises names the environment, its plugin and the line that raised."""
+        try:
+            return await asyncio.wait_for(maybe_await(method(*args)), self.options.step_timeout_s)
+        except TimeoutError:
+            raise PluginCallError.contract(
+                self.reg, f"{method.__name__} did not return within step_timeout_s = "
+                f"{self.options.step_timeout_s:g} s", method) from None
+        except Exception as exc:
+            raise PluginCallError.from_exception(self.reg, exc, method) from exc
+
+    async def _step(self, env: Any, action: str) -> StepResult:
+        """One step's result; a value of the wrong shape names the environment's ``step``."""
+        value = await self._call(env.step, action)
+        try:
+            return StepResult.of(value)
+        except (TypeError, ValueError) as exc:
+            raise PluginCallError.contract(self.reg, f"step returned {_shown(value)}: {exc}",
+                                           env.step) from None
 
     async def run(
         self, prompt: PromptRecord, session_id: int, sampling: SamplingParams, generate: GenerateFn
@@ -75,7 +101,7 @@ class EnvAgentLoop:
         o = self.options
         env = self.factory(self.env_options)
         try:
-            first = str(await self._timed(env.reset(prompt)) or "")
+            first = str(await self._call(env.reset, prompt) or "")
             if first and self.chat:
                 raise ValueError(
                     "with a chat template the environment's reset must return "
@@ -94,7 +120,7 @@ class EnvAgentLoop:
                 )
                 traj.add_generation(await generate(traj.context, turn_sampling))
                 action = self.tokenizer.decode(traj.last_turn_ids, skip_special_tokens=True)
-                result = StepResult.of(await self._timed(env.step(action)))
+                result = await self._step(env, action)
                 steps += 1
                 total += result.reward
                 info = result.info
@@ -108,9 +134,7 @@ class EnvAgentLoop:
                     break  # no room to act on it: end on the model's own turn
                 traj.add_observation(obs)
         finally:
-            close = getattr(env, "close", None)
-            if close is not None:
-                await maybe_await(close())
+            await close_environment(env)
         out = traj.to_output(
             reward_ids=traj.last_turn_ids,
             per_token_rewards=o.reward == "per_step",

@@ -62,6 +62,24 @@ def chat_delta_ids(
     return full[cut:]
 
 
+def turn_end_ids(tokenizer: Any) -> list[int]:
+    """The tokens a chat template writes after an assistant message's text, up to where
+    :func:`chat_delta_ids` starts (``<|im_end|>`` for ChatML): what a turn cut short (by a
+    token limit or a stop string) still needs before the next message is appended."""
+    base = _ids(tokenizer.apply_chat_template(_STAND_IN, tokenize=True,
+                                              add_generation_prompt=False))
+    eos = _eos_ids(tokenizer)
+    ends = [i + 1 for i, t in enumerate(base) if t in eos]
+    if not ends:
+        return sorted(eos)[:1]
+    cut = ends[-1]
+    reply = text_ids(tokenizer, _STAND_IN[-1]["content"])
+    for start in range(cut - len(reply), -1, -1):
+        if base[start : start + len(reply)] == reply:
+            return base[start + len(reply) : cut]
+    return [base[cut - 1]]
+
+
 def text_ids(tokenizer: Any, text: str) -> list[int]:
     """The text's tokens as is (no bos, no template)."""
     return [int(t) for t in tokenizer(text, add_special_tokens=False)["input_ids"]]

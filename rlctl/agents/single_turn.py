@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlctl.agents.contract import (
+    AgentLoop,
     AgentLoopSpec,
     AgentOutput,
     GenerateFn,
@@ -15,11 +16,11 @@ from rlctl.agents.contract import (
 )
 
 
-class SingleTurnAgentLoop:
+class SingleTurnAgentLoop(AgentLoop):
     """One generation per session: the prompt in, one response out."""
 
     def __init__(self, spec: AgentLoopSpec | None = None) -> None:
-        self.spec = spec
+        super().__init__(spec)  # type: ignore[arg-type]  # it reads nothing of it
 
     async def run(
         self, prompt: PromptRecord, session_id: int, sampling: SamplingParams, generate: GenerateFn
@@ -30,10 +31,14 @@ class SingleTurnAgentLoop:
         self,
         requests: list[tuple[PromptRecord, int]],
         sampling: SamplingParams,
+        generate: GenerateFn,
         generate_many: GenerateManyFn,
+        *,
+        session_timeout_s: float,
     ) -> list[list[AgentOutput] | BaseException]:
         """The sessions ``(prompt, session_id)`` at once, in order: one ``run`` each, as one
-        batched request to the engine (the rollout worker calls this when a loop has it)."""
+        batched request to the engine (the worker's deadline for the call bounds them all:
+        they start together)."""
         try:
             gens = await generate_many([rec.prompt_ids for rec, _ in requests], sampling)
         except Exception as exc:  # noqa: BLE001 - the batch failed: each session with it

@@ -23,13 +23,14 @@ from typing import Literal
 
 from pydantic import BaseModel, PositiveFloat, PositiveInt
 
-from rlctl.agents.contract import AgentLoopSpec, AgentOutput, GenerateFn, PromptRecord
-from rlctl.agents.tools import ToolContext, build_tools, run_call
+from rlctl.agents.contract import AgentLoop, AgentLoopSpec, AgentOutput, GenerateFn, PromptRecord
+from rlctl.agents.tools import CallLimits, ToolContext, ToolRunner
 from rlctl.agents.trajectory import Trajectory
 from rlctl.config.strict import STRICT_CONFIG
 from rlctl.engines.rollout.contract import SamplingParams
 
 DEFAULT_PARSER = "hermes"
+MAX_NOTES = 3  # failed calls of one session shown to the user (all are counted)
 
 
 class ToolLoopOptions(BaseModel):
@@ -46,6 +47,10 @@ class ToolLoopOptions(BaseModel):
     on_tool_error: Literal["observe", "fail"] = "observe"
     """A raising or hung tool: ``observe`` = the model reads the error, ``fail`` = the session
     fails."""
+    tool_threads: PositiveInt = 16
+    """Threads of each synchronous tool per rollout worker (its calls beyond wait for one,
+    within ``tool_timeout_s``); when all are held by calls that never returned, the sessions
+    that call it fail, naming it."""
     max_parallel_calls: PositiveInt = 4
     """Calls of one turn that are run; further calls in the same turn are ignored."""
     max_result_chars: PositiveInt = 4000
@@ -55,21 +60,22 @@ class ToolLoopOptions(BaseModel):
     (``None`` = off)."""
 
 
-class ToolAgentLoop:
+class ToolAgentLoop(AgentLoop):
     """Multi-turn tool use (see the module docstring)."""
 
     def __init__(self, spec: AgentLoopSpec) -> None:
-        recipe, registry = spec.recipe, spec.registry
+        super().__init__(spec)
+        registry = spec.registry
         self.options = spec.options_as(ToolLoopOptions)
         self.tokenizer = spec.tokenizer
-        sections = recipe.rollout.tools
-        self.tools = build_tools(
-            sections, registry, [spec.tool_options(i) for i in range(len(sections))])
-        if not self.tools:
+        if not spec.tools:
             raise ValueError("the tool agent loop needs tools: add [[rollout.tools]] to the recipe")
-        parser_name = recipe.rollout.tool_parser or DEFAULT_PARSER
-        self.parser = registry.load("tool_parser", parser_name)(self.tokenizer)
-        self.names = list(self.tools)
+        self.runner = ToolRunner.build(spec.tools, registry, threads=self.options.tool_threads)
+        self.limits = CallLimits(self.options.tool_timeout_s, self.options.on_tool_error,
+                                 self.options.max_result_chars)
+        self.parser = registry.load("tool_parser", spec.tool_parser or DEFAULT_PARSER)(
+            self.tokenizer)
+        self.names = list(self.runner.tools)
 
     async def run(
         self, prompt: PromptRecord, session_id: int, sampling: SamplingParams, generate: GenerateFn
@@ -80,6 +86,7 @@ class ToolAgentLoop:
         outputs: list[AgentOutput] = []
         traj = Trajectory(list(prompt.prompt_ids))
         counts = {"tool_calls": 0.0, "tool_errors": 0.0, "tool_timeouts": 0.0}
+        notes: list[str] = []  # the failed calls, for the user (the model reads its own text)
         finish: str | None = None
         for turn in range(o.max_turns):
             budget = o.max_total_tokens - traj.response_tokens
@@ -99,18 +106,8 @@ class ToolAgentLoop:
                 break
             calls = calls[: o.max_parallel_calls]
             results = await asyncio.gather(
-                *(
-                    run_call(
-                        self.tools,
-                        call,
-                        ctx,
-                        timeout_s=o.tool_timeout_s,
-                        on_error=o.on_tool_error,
-                        max_chars=o.max_result_chars,
-                    )
-                    for call in calls
-                )
-            )
+                *(self.runner.run(call, ctx, self.limits) for call in calls))
+            notes += [r.error for r in results if r.error is not None]
             counts["tool_calls"] += len(results)
             counts["tool_errors"] += sum(not r.ok for r in results)
             counts["tool_timeouts"] += sum(r.timed_out for r in results)
@@ -140,4 +137,5 @@ class ToolAgentLoop:
         for out in outputs:
             out.metrics = metrics
             out.extra.update(counts)  # reward functions may read the tool use
+        outputs[-1].notes = notes[:MAX_NOTES]
         return outputs

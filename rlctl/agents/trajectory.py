@@ -54,12 +54,12 @@ class Trajectory:
                 f"engine returned {len(ids)} tokens but {len(gen.log_probs)} log-probs"
             )
         start = len(self.response_ids)
-        spans = gen.weight_segments() if hasattr(gen, "weight_segments") else []
+        spans = gen.weight_segments()
         if not spans and ids:
             spans = [WeightSegment(int(gen.weight_version), 0, len(ids))]
         self.segments += [(s.version, s.start + start, s.end + start) for s in spans]
-        self.aborts += int(getattr(gen, "aborts", 0))
-        self.resumes += int(getattr(gen, "resumes", 0))
+        self.aborts += int(gen.aborts)
+        self.resumes += int(gen.resumes)
         self.response_ids += ids
         self.log_probs += [float(x) for x in gen.log_probs]
         self.loss_mask += [1] * len(ids)

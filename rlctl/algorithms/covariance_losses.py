@@ -13,7 +13,8 @@ from typing import Any
 import torch
 
 from rlctl.algorithms.masked import masked_mean
-from rlctl.algorithms.policy_losses import log_ratio_and_kl, loss_metrics, policy_loss, ppo_clip
+from rlctl.algorithms.policy_loss_inputs import policy_loss
+from rlctl.algorithms.policy_losses import log_ratio_and_kl, loss_metrics, ppo_clip
 
 
 @policy_loss(default_agg_mode="token-mean")

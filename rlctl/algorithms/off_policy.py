@@ -159,18 +159,14 @@ def truncated_is_weights(
         old_log_prob, rollout_log_probs, response_mask)
 
 
-def resolve_correction(section: Any, *, tis_cap: float | None,
-                       max_staleness: int) -> OffPolicyCorrection:
+def resolve_correction(section: Any, *, max_staleness: int) -> OffPolicyCorrection:
     """The correction a recipe trains with.
 
-    ``section``: ``[algorithm.correction]``; ``tis_cap``: the old ``[algorithm.loss]
-    tis_cap`` (still read: ``truncated_is`` with that cap); ``max_staleness``: the
-    staleness policy's bound k. ``auto`` is ``none`` at k = 0 (sync training, its numbers
+    ``section``: ``[algorithm.correction]``; ``max_staleness``: the staleness policy's
+    bound k. ``auto`` is ``none`` at k = 0 (sync training, its numbers
     unchanged) and ``decoupled_ppo`` (cap 5) when streaming.
     """
     method = section.method
-    if tis_cap is not None:  # the recipe's validator allows it only with method = auto
-        return OffPolicyCorrection("truncated_is", cap=tis_cap)
     if method == "auto":
         method = "none" if max_staleness == 0 else "decoupled_ppo"
     if method == "truncated_is":
@@ -191,7 +187,6 @@ def recipe_correction(loaded: Any) -> OffPolicyCorrection:
 
     recipe = loaded.recipe
     return resolve_correction(recipe.algorithm.correction,
-                              tis_cap=recipe.algorithm.loss.tis_cap,
                               max_staleness=policy_of(loaded).max_staleness)
 
 
@@ -199,19 +194,12 @@ def correction_notes(loaded: object) -> list[str]:
     """Notes on the recipe's off-policy correction (``config validate`` prints them).
 
     Streamed samples come from weights up to k updates old; ``method = "none"`` treats
-    them as on-policy. Legal (k = 1 often trains fine), so a note, not an error. The old
-    ``[algorithm.loss] tis_cap`` still works; the note says where it lives now.
+    them as on-policy. Legal (k = 1 often trains fine), so a note, not an error.
     """
     from rlctl.algorithms.staleness import policy_of
 
     recipe = loaded.recipe  # type: ignore[attr-defined]
     notes = []
-    cap = recipe.algorithm.loss.tis_cap
-    if cap is not None:
-        notes.append(
-            f"note: algorithm.loss.tis_cap = {cap:g} is the old spelling of [algorithm."
-            f'correction] method = "truncated_is", cap = {cap:g}; it is read as that, move it '
-            "there (docs/streaming.md)")
     k = policy_of(loaded).max_staleness
     if k > 0 and not recipe_correction(loaded).active:
         notes.append(

@@ -1,24 +1,12 @@
 """Policy losses: PPO-clip (vanilla, DAPO clip-higher, dual-clip), GSPO, CISPO, SAPO, GPG, GMPO.
 
-Calling convention (every loss)::
-
-    fn(old_log_prob [B, T], log_prob [B, T], advantages [B, T], response_mask [B, T], *,
-       loss_agg_mode: str, clip_low: float, clip_high: float, clip_ratio_c: float | None,
-       rollout_log_probs: [B, T] | None = None, tis_cap: float | None = None,
-       correction: OffPolicyCorrection | None = None,
-       global_normalizer: float | None = None, horizon: int | None = None, **options)
-    -> (loss: scalar tensor, metrics: dict[str, float])
-
-Each loss is written as its math only, ``(old_log_prob, log_prob, advantages, response_mask,
-**own_options) -> (per-token losses [B, T], metrics)``; :func:`policy_loss` wraps it into the
-convention above (the wrapped function's signature shows the common keywords too).
-``loss_agg_mode``, ``global_normalizer`` and ``horizon`` go to
-:func:`rlctl.algorithms.aggregation.agg_loss` (micro-batch / data-parallel exact sums).
-``rollout_log_probs`` with ``correction`` (an off-policy correction,
-:mod:`rlctl.algorithms.off_policy`) reweights each token's loss; ``tis_cap = C`` alone is
-the older spelling of ``correction = OffPolicyCorrection("truncated_is", cap=C)``.
-``options`` are the loss's own validated options; unknown keywords are ignored so the
-trainer can pass one common set.
+Every loss is called as ``fn(inputs: PolicyLossInputs, **options) -> (loss, metrics)``
+(:mod:`rlctl.algorithms.policy_loss_inputs`) and written as its math only,
+``(old_log_prob, log_prob, advantages, response_mask, *, clip_low, clip_high, clip_ratio_c,
+**own_options) -> (per-token losses [B, T], metrics)``; the
+:func:`~rlctl.algorithms.policy_loss_inputs.policy_loss` decorator turns the math into that
+call (the off-policy correction, aggregation, floatified metrics). ``options`` are the loss's
+own validated options; the math ignores the clip bounds it does not use.
 
 Metrics always hold ``pg_clipfrac``, ``ppo_kl`` (k1 estimate of KL(old || new), masked
 mean) and ``pg_clipfrac_lower`` (verl's names), plus the correction's metrics when one is on.
@@ -26,16 +14,13 @@ mean) and ``pg_clipfrac_lower`` (verl's names), plus the correction's metrics wh
 
 from __future__ import annotations
 
-import functools
-import inspect
-from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from rlctl.algorithms.aggregation import agg_loss
 from rlctl.algorithms.masked import masked_mean
 from rlctl.algorithms.off_policy import OffPolicyCorrection
+from rlctl.algorithms.policy_loss_inputs import apply_correction, policy_loss
 
 # Log-ratios are clamped before exp() so a wild token cannot overflow to inf (verl does the
 # same); inside [-20, 20] the numerics are untouched.
@@ -59,63 +44,6 @@ def log_ratio_and_kl(
     _check_shapes(old_log_prob, log_prob, response_mask)
     log_ratio = torch.clamp(log_prob - old_log_prob, min=-LOG_RATIO_CLAMP, max=LOG_RATIO_CLAMP)
     return log_ratio, masked_mean(-log_ratio.detach(), response_mask)
-
-
-def finish_policy_loss(
-    pg_losses: torch.Tensor,
-    response_mask: torch.Tensor,
-    metrics: dict[str, Any],
-    *,
-    old_log_prob: torch.Tensor,
-    loss_agg_mode: str,
-    rollout_log_probs: torch.Tensor | None,
-    correction: OffPolicyCorrection | None,
-    global_normalizer: float | torch.Tensor | None,
-    horizon: int | None,
-) -> tuple[torch.Tensor, dict[str, float]]:
-    """Weight the per-token losses [B, T] by the correction, aggregate, floatify metrics."""
-    pg_losses = apply_correction(pg_losses, old_log_prob, rollout_log_probs, response_mask,
-                                 correction, metrics)
-    loss = agg_loss(
-        pg_losses,
-        response_mask,
-        loss_agg_mode,
-        global_normalizer=global_normalizer,
-        horizon=horizon,
-    )
-    return loss, {k: float(v) for k, v in metrics.items()}
-
-
-def correction_of(
-    correction: OffPolicyCorrection | None, tis_cap: float | None
-) -> OffPolicyCorrection | None:
-    """The correction a loss applies: ``correction`` if active, else ``tis_cap`` (old keyword)."""
-    if correction is not None:
-        return correction if correction.active else None
-    return OffPolicyCorrection("truncated_is", cap=tis_cap) if tis_cap is not None else None
-
-
-def apply_correction(
-    pg_losses: torch.Tensor,
-    old_log_prob: torch.Tensor,
-    rollout_log_probs: torch.Tensor | None,
-    response_mask: torch.Tensor,
-    correction: OffPolicyCorrection | None,
-    metrics: dict[str, Any],
-) -> torch.Tensor:
-    """Multiply per-token losses by the correction's weights (``None``: unchanged)."""
-    if correction is None:
-        return pg_losses
-    if rollout_log_probs is None:
-        raise ValueError(
-            f"the {correction.method} off-policy correction is on but rollout_log_probs is "
-            "missing: the rollout engine must return per-token log-probs, or set "
-            '[algorithm.correction] method = "none"'
-        )
-    weights, correction_metrics = correction.weights(old_log_prob, rollout_log_probs,
-                                                     response_mask)
-    metrics.update(correction_metrics)
-    return pg_losses * weights
 
 
 def _check_clip(clip_low: float, clip_high: float) -> None:
@@ -144,71 +72,6 @@ def loss_metrics(
         "ppo_kl": ppo_kl,
         "pg_clipfrac_lower": torch.zeros(()) if pg_clipfrac_lower is None else pg_clipfrac_lower,
     }
-
-
-LossMath = Callable[..., tuple[torch.Tensor, dict[str, Any]]]
-PolicyLoss = Callable[..., tuple[torch.Tensor, dict[str, float]]]
-
-def policy_loss(
-    *, default_agg_mode: str, applies_tis: bool = False
-) -> Callable[[LossMath], PolicyLoss]:
-    """Turn a loss's math into a policy loss with the common calling convention (module doc).
-
-    The decorated ``math(old_log_prob, log_prob, advantages, response_mask, **options)``
-    returns the per-token losses [B, T] and tensor metrics; the wrapper applies TIS,
-    aggregates with ``loss_agg_mode`` (default ``default_agg_mode``) and floatifies the
-    metrics. With ``applies_tis`` the math gets ``rollout_log_probs`` and ``correction``
-    and weights the losses itself (GMPO weights whole sequences, not tokens).
-    """
-
-    def decorate(math: LossMath) -> PolicyLoss:
-        def loss(
-            old_log_prob: torch.Tensor,
-            log_prob: torch.Tensor,
-            advantages: torch.Tensor,
-            response_mask: torch.Tensor,
-            *,
-            loss_agg_mode: str = default_agg_mode,
-            rollout_log_probs: torch.Tensor | None = None,
-            tis_cap: float | None = None,
-            correction: OffPolicyCorrection | None = None,
-            global_normalizer: float | torch.Tensor | None = None,
-            horizon: int | None = None,
-            **options: Any,
-        ) -> tuple[torch.Tensor, dict[str, float]]:
-            active = correction_of(correction, tis_cap)
-            if applies_tis:
-                options.update(rollout_log_probs=rollout_log_probs, correction=active)
-                rollout_log_probs, active = None, None
-            pg_losses, metrics = math(old_log_prob, log_prob, advantages, response_mask, **options)
-            return finish_policy_loss(
-                pg_losses, response_mask, metrics, old_log_prob=old_log_prob,
-                loss_agg_mode=loss_agg_mode, rollout_log_probs=rollout_log_probs,
-                correction=active, global_normalizer=global_normalizer, horizon=horizon,
-            )
-
-        # What inspect/help show: the math's own options plus the common keywords above
-        # (read from ``loss`` before update_wrapper copies the math's annotations onto it).
-        signature = _merged_signature(math, loss)
-        functools.update_wrapper(loss, math)
-        loss.__signature__ = signature  # type: ignore[attr-defined]
-        return loss
-
-    return decorate
-
-
-def _merged_signature(math: LossMath, loss: PolicyLoss) -> inspect.Signature:
-    """``math``'s signature with ``loss``'s keyword-only parameters it lacks, before ``**_``."""
-    own, wrapper = inspect.signature(math), inspect.signature(loss)
-    common = [
-        p
-        for p in wrapper.parameters.values()
-        if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in own.parameters
-    ]
-    params = list(own.parameters.values())
-    head = [p for p in params if p.kind is not inspect.Parameter.VAR_KEYWORD]
-    tail = [p for p in params if p.kind is inspect.Parameter.VAR_KEYWORD]
-    return own.replace(parameters=head + common + tail, return_annotation=wrapper.return_annotation)
 
 
 @policy_loss(default_agg_mode="token-mean")

@@ -15,13 +15,18 @@ A policy answers three questions, all on metadata only (no tensors, no torch):
 Built-ins: ``on_policy`` (nothing ahead: the sync trainer) and ``bounded`` (up to
 ``max_staleness`` updates old; ``wait`` admits only what cannot get too old, ``drop``
 dispatches ``lookahead`` steps ahead and drops what did).
+
+The contract is :class:`StalenessPolicyContract` (every attribute and method the trainer
+reads); :class:`StalenessPolicy` implements it with defaults to inherit. ``rlctl config
+validate`` checks a selected policy against it when the recipe loads
+(:mod:`rlctl.plugin_contracts`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import Field, model_validator
 
@@ -44,18 +49,58 @@ class GroupState:
         return policy_version - self.min_version
 
 
+class StalenessViolation(RuntimeError):
+    """A selected group is past the policy's bound: the policy (a plugin) broke its contract."""
+
+
+@runtime_checkable
+class StalenessPolicyContract(Protocol):
+    """What the trainer reads of a staleness policy (``target(options)`` builds one; a plain
+    class with these members works, or inherit :class:`StalenessPolicy` for the defaults).
+
+    Every method gets metadata only: :class:`GroupState` per finished group (uid, the step it
+    was dispatched for, the oldest and newest weight version that generated its tokens) and
+    the version the rollout engines hold now (``policy_version``).
+    """
+
+    lookahead: int
+    """Steps past the training step whose prompts may be in flight (0: sync training)."""
+    max_staleness: int
+    """The bound: no trained group is more than this many updates old (the trainer checks
+    every selected group against it and stops the step naming the policy otherwise; it
+    also resolves ``[algorithm.correction] method = "auto"``). Both are ints >= 0."""
+
+    def admit(self, dispatch_step: int, policy_version: int) -> bool:
+        """May the prompts of ``dispatch_step`` (later than the step training now) be
+        dispatched now?"""
+        ...
+
+    def evict(self, groups: Sequence[GroupState], policy_version: int) -> list[GroupState]:
+        """Of the finished groups of the step being collected, those too stale to train (the
+        trainer drops them and refills exactly as many prompts)."""
+        ...
+
+    def select(self, groups: Sequence[GroupState], count: int) -> list[GroupState]:
+        """``count`` whole groups to train, of the step's finished groups."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-able state a checkpoint keeps."""
+        ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` on resume."""
+        ...
+
+
 class StalenessPolicy:
-    """Base policy: subclasses set :attr:`lookahead` and :attr:`max_staleness`."""
+    """Base policy implementing :class:`StalenessPolicyContract`: subclasses set
+    :attr:`lookahead` and :attr:`max_staleness` and override what they change."""
 
     lookahead: int = 0
     """Steps past the training step whose prompts may be in flight."""
     max_staleness: int = 0
     """The bound: no trained group is more than this many updates old."""
-
-    @property
-    def streaming(self) -> bool:
-        """``False``: the trainer runs today's sync step, bit for bit."""
-        return self.lookahead > 0
 
     def admit(self, dispatch_step: int, policy_version: int) -> bool:
         """Prompts of ``dispatch_step`` train at version ``dispatch_step - 1`` at the

@@ -261,7 +261,7 @@ def bench_plane(backend: str, mode: str, cfg: ControllerBenchConfig) -> list[dic
 def run_controller_bench(cfg: ControllerBenchConfig) -> dict[str, Any]:
     """Every plane and mode; Ray is started for planes that need it (and stopped after)."""
     needs_ray = any(b != "memory" for b in cfg.backends)
-    started = False
+    started = None  # the benchmark's own Ray directory, when it started Ray
     if needs_ray:
         from rlctl.bench.dataplane import ensure_ray
 
@@ -272,10 +272,11 @@ def run_controller_bench(cfg: ControllerBenchConfig) -> dict[str, Any]:
         if cfg.put_load is not None and "ray" in cfg.backends:
             load = run_put_load(cfg.put_load)
     finally:
-        if started:
+        if started is not None:
             import ray
 
             ray.shutdown()
+            started.release()  # the directory Ray made 0777 goes with it
     return {"rows": rows, "put_load": load, "load": os.getloadavg()}
 
 

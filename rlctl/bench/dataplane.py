@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 import statistics
-import tempfile
 import threading
 import time
 import uuid
@@ -44,6 +43,7 @@ from tensordict import TensorDict
 
 from rlctl.dataplane import open_data_plane
 from rlctl.dataplane.replay_buffer import ReplayBuffer
+from rlctl.run.ray_dirs import RunDir
 
 GIB = float(2**30)
 PEER_TIMEOUT_S = 600.0  # one peer call moves one batch (GBs at most): minutes would be a hang
@@ -123,18 +123,31 @@ class _Peer:
         return self.held
 
 
-def ensure_ray() -> bool:
-    """Start a local Ray for a benchmark unless one runs; True if this call started it."""
+def ensure_ray() -> RunDir | None:
+    """Start the benchmark's own Ray; its directory (``None``: Ray was already up).
+
+    Ray makes its ``_temp_dir`` mode 0777: it goes into rlctl's private 0700 base
+    (``rlctl-ray-<uid>``, as a run's does) so no other user can reach it, and is removed when
+    the benchmark ends (left behind by a killed one, the next run of rlctl removes it)."""
+    from rlctl.run.ray_dirs import clean_stale_runs, new_run_dir, private_base
+
     if ray.is_initialized():
-        return False
-    ray.init(
-        num_cpus=4,
-        include_dashboard=False,
-        log_to_driver=False,
-        object_store_memory=2 * 1024**3,
-        _temp_dir=tempfile.mkdtemp(prefix="rlctl-bench-"),
-    )
-    return True
+        return None
+    base = private_base()
+    clean_stale_runs(base)
+    run_dir = new_run_dir(base)
+    try:
+        ray.init(
+            num_cpus=4,
+            include_dashboard=False,
+            log_to_driver=False,
+            object_store_memory=2 * 1024**3,
+            _temp_dir=str(run_dir.path),
+        )
+    except BaseException:
+        run_dir.release()
+        raise
+    return run_dir
 
 
 def _verify(td: TensorDict, batch: dict[str, Any]) -> None:
@@ -310,8 +323,9 @@ def run_bench(cfg: BenchConfig) -> dict[str, Any]:
         small = {b: bench_small_puts(b, cfg) for b in cfg.backends} if cfg.small_puts else {}
         return {"rows": rows, "readiness_ms": readiness, "small_puts_per_s": small}
     finally:
-        if started:
+        if started is not None:
             ray.shutdown()
+            started.release()  # the directory Ray made 0777 goes with it
 
 
 def format_table(result: dict[str, Any], cfg: BenchConfig) -> str:

@@ -10,11 +10,11 @@ other ``timing_s/*`` keys) and the mean reward (``critic/score/mean``). From the
   reaches the target (0.6 for the tiny recipe);
 * **the bar**: the last-10-step mean reward reaches the target and is at least 3x the mean
   of the first 3 steps (the tiny recipe's learning check);
-* **breakdown**: the mean seconds per step of each phase. In sync mode the controller's step
-  is ``gen`` + the training phases; streaming replaces ``gen`` by ``dispatch`` (submitting
-  later steps) and ``wait_rollout`` (waiting for this step's samples, already generating);
-  ``wait_train`` is the rollout workers' idle time (waiting for the trainer), not part of
-  the controller's step.
+* **breakdown**: the mean seconds per step of each phase. The controller's step is ``gen``
+  (the rollout producer's answer: in sync mode the whole generation, streaming only what is
+  left of this step's, already generating, plus dispatching later steps) + the training
+  phases; ``wait_train`` is the rollout workers' idle time (waiting for the trainer), not
+  part of the controller's step.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rlctl import regular_file
 from rlctl.checkpoint.atomic import atomic_write_json
 
 CONFIG_SNAPSHOT_FILE = "config.json"
@@ -164,7 +165,7 @@ def save_config_snapshot(checkpoint_dir: Path | str, resolved: Mapping[str, Any]
 def load_config_snapshot(checkpoint_dir: Path | str) -> dict[str, Any]:
     path = Path(checkpoint_dir) / CONFIG_SNAPSHOT_FILE
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(regular_file.read_text(path))
     except FileNotFoundError:
         raise FileNotFoundError(
             f"{path} is missing: the checkpoint has no config snapshot"

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlctl import regular_file
 from rlctl.checkpoint.atomic import atomic_write_json, atomic_write_text, fsync_dir, fsync_tree
 
 CHECKPOINTS_DIR = "checkpoints"
@@ -66,7 +67,7 @@ def read_manifest(path: Path) -> dict[str, Any] | None:
     """The ``COMPLETE`` manifest of a checkpoint directory, or ``None`` if it is not complete."""
     marker = Path(path) / COMPLETE_MARKER
     try:
-        manifest = json.loads(marker.read_text(encoding="utf-8"))
+        manifest = json.loads(regular_file.read_text(marker))
     except (OSError, ValueError):
         return None
     if not isinstance(manifest, dict) or not isinstance(manifest.get("step"), int):
@@ -185,7 +186,7 @@ class CheckpointManager:
     def latest_pointer(self) -> str:
         """The name the ``latest`` pointer file holds ("" when there is none)."""
         try:
-            return (self.root / LATEST_POINTER).read_text(encoding="utf-8").strip()
+            return regular_file.read_text(self.root / LATEST_POINTER).strip()
         except (OSError, UnicodeDecodeError):
             return ""
 

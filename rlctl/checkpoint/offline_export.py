@@ -44,7 +44,7 @@ def export_checkpoint(
     from rlctl.checkpoint.config_compat import load_config_snapshot
     from rlctl.checkpoint.hf_export import export_hf
     from rlctl.config.recipe import Recipe
-    from rlctl.models.loading import load_causal_lm, load_tokenizer
+    from rlctl.models.loading import ModelDirError, load_causal_lm, load_tokenizer
 
     try:
         recipe = Recipe.model_validate(load_config_snapshot(ckpt))
@@ -58,6 +58,15 @@ def export_checkpoint(
         raise CheckpointDamaged(f"{shards} holds no model weights")
     # the checkpoint's config names the model to rebuild; it must not make us run model code
     model = recipe.model.model_copy(update={"trust_remote_code": False})
-    skeleton = load_causal_lm(model, recipe.run.seed)
-    return export_hf(state, skeleton.config, load_tokenizer(model), out_dir,
+    try:
+        skeleton = load_causal_lm(model, recipe.run.seed)
+        tokenizer = load_tokenizer(model)
+    except ModelDirError as exc:
+        raise CheckpointError(f"{ckpt} was trained from a model rlctl export cannot rebuild: "
+                              f"{exc}") from None
+    except (OSError, ValueError, KeyError) as exc:  # transformers' own refusals: one line
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise CheckpointError(f"{ckpt}: cannot rebuild its model from {model.path!r} "
+                              f"({type(exc).__name__}: {first})") from None
+    return export_hf(state, skeleton.config, tokenizer, out_dir,
                      overwrite=overwrite, source=str(ckpt))

@@ -35,6 +35,7 @@ from torch.distributed.checkpoint.default_planner import (
 )
 from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
 
+from rlctl import regular_file
 from rlctl.checkpoint.manager import CheckpointDamaged, CheckpointError
 
 METADATA_FILE = ".metadata"
@@ -74,7 +75,7 @@ def read_metadata_file(path: Path | str) -> Metadata:
     """The ``Metadata`` in a ``.metadata`` file; :class:`CheckpointError` if it is anything else."""
     path = Path(path)
     try:
-        data = path.read_bytes()
+        data = regular_file.read_bytes(path)
         metadata = MetadataUnpickler(io.BytesIO(data)).load()
     except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError,
             IndexError, KeyError, ImportError) as exc:

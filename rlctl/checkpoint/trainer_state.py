@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from rlctl import regular_file
 from rlctl.checkpoint.atomic import atomic_write_json
 
 TRAINER_STATE_FILE = "trainer_state.json"
@@ -70,7 +71,7 @@ class TrainerState:
     def load(cls, checkpoint_dir: Path | str) -> TrainerState:
         path = Path(checkpoint_dir) / TRAINER_STATE_FILE
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(regular_file.read_text(path))
         except FileNotFoundError:
             raise FileNotFoundError(
                 f"{path} is missing: {checkpoint_dir} is not a trainer checkpoint"

@@ -11,8 +11,10 @@ allow-listed unpickler of :mod:`rlctl.checkpoint.safe_dcp`, so a crafted one is 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path, PurePosixPath
 
+from rlctl import regular_file
 from rlctl.checkpoint.manager import (
     COMPLETE_MARKER,
     CheckpointDamaged,
@@ -40,20 +42,9 @@ def verify_checkpoint(path: Path | str, *, read_indexes: bool = True) -> None:
     ):
         raise CheckpointDamaged(f"{path / COMPLETE_MARKER} has no valid file list")
     for rel, size in sorted(files.items()):
-        parts = PurePosixPath(rel).parts
-        if not parts or PurePosixPath(rel).is_absolute() or ".." in parts:
-            raise CheckpointDamaged(
-                f"{path / COMPLETE_MARKER} lists {rel!r}, a path outside the checkpoint")
-        file = path / rel
-        if not file.is_file():
-            raise CheckpointDamaged(f"{file} is missing (COMPLETE lists it, {size} bytes)")
-        actual = file.stat().st_size
-        if actual != size:
-            raise CheckpointDamaged(
-                f"{file} has {actual} bytes but COMPLETE records {size}: it was "
-                f"{'cut short' if actual < size else 'changed'} after the save")
+        _check_listed(path, rel, size)
     for name in _JSON_FILES:
-        if (path / name).exists():
+        if os.path.lexists(path / name):
             _check_json(path / name)
     if read_indexes:
         from rlctl.checkpoint.safe_dcp import read_metadata_file
@@ -63,9 +54,28 @@ def verify_checkpoint(path: Path | str, *, read_indexes: bool = True) -> None:
                 read_metadata_file(path / rel)
 
 
+def _check_listed(path: Path, rel: str, size: int) -> None:
+    """File ``rel`` that ``COMPLETE`` lists with ``size`` bytes is there, a file, that size."""
+    parts = PurePosixPath(rel).parts
+    if not parts or PurePosixPath(rel).is_absolute() or ".." in parts:
+        raise CheckpointDamaged(
+            f"{path / COMPLETE_MARKER} lists {rel!r}, a path outside the checkpoint")
+    file = path / rel
+    if not file.exists():
+        raise CheckpointDamaged(f"{file} is missing (COMPLETE lists it, {size} bytes)")
+    odd = regular_file.not_regular(file)  # a FIFO would hang whoever reads it
+    if odd is not None:
+        raise CheckpointDamaged(f"{odd}, where COMPLETE lists a file of {size} bytes")
+    actual = file.stat().st_size
+    if actual != size:
+        raise CheckpointDamaged(
+            f"{file} has {actual} bytes but COMPLETE records {size}: it was "
+            f"{'cut short' if actual < size else 'changed'} after the save")
+
+
 def _check_json(file: Path) -> None:
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
+        data = json.loads(regular_file.read_text(file))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise CheckpointDamaged(f"{file} is not valid JSON: {exc}") from None
     if file.name == TRAINER_STATE_FILE:

@@ -54,6 +54,7 @@ def bench_dataplane(
     names = tuple(b.strip() for b in backends.split(",") if b.strip())
     if not names:
         raise typer.BadParameter("give at least one backend", param_hint="--backends")
+    _check_backends(names)
     cfg = BenchConfig(
         backends=names,
         samples=samples,
@@ -68,6 +69,25 @@ def bench_dataplane(
     )
     result = run_bench(cfg)
     typer.echo(json.dumps(result) if json_out else format_table(result, cfg))
+
+
+def _check_backends(names: tuple[str, ...], cross_process: bool = True) -> None:
+    """Registered data planes; with ``cross_process``, only those that work across processes
+    (``bench dataplane`` puts from a Ray actor; ``bench controller``'s stand-ins are threads)."""
+    from rlctl.registry import get_registry
+
+    registry = get_registry()
+    for name in names:
+        reg = registry.find("data_plane", name)
+        if reg is None:
+            raise typer.BadParameter(
+                f"no data plane named {name!r} (registered: "
+                f"{', '.join(registry.names('data_plane'))})", param_hint="--backends")
+        # multi_process: its registration's declared metadata
+        if cross_process and reg.metadata.get("multi_process") is False:
+            raise typer.BadParameter(
+                f"the {name!r} data plane lives in one process; the benchmark measures puts "
+                "from another process", param_hint="--backends")
 
 
 def _csv(text: str, option: str, cast=str) -> tuple:
@@ -121,8 +141,10 @@ def bench_controller(
     chosen = _csv(modes, "--modes")
     if set(chosen) - {"session", "call"}:
         raise typer.BadParameter("modes are 'session' and 'call'", param_hint="--modes")
+    names = _csv(backends, "--backends")
+    _check_backends(names, cross_process=False)
     cfg = ControllerBenchConfig(
-        backends=_csv(backends, "--backends"),
+        backends=names,
         sizes=_csv(sizes, "--sizes", int),
         modes=chosen,
         group_size=group_size,

@@ -32,7 +32,8 @@ SetOption = Annotated[
         "--set",
         "-s",
         help="Override one key, e.g. -s algorithm.kl.coef=0.01 (value parsed as TOML; a bare "
-        "word is a string). Beats RLCTL_* env vars and recipe files.",
+        "word is a string), or unset it: -s ~algorithm.kl.coef. Beats RLCTL_* env vars and "
+        "recipe files.",
         metavar="KEY=VALUE",
         show_default=False,
     ),

@@ -82,16 +82,29 @@ def show(
         typer.Option("--sources", help="Say where each value came from (default, file, env, -s)."),
     ] = False,
 ) -> None:
-    """Print the resolved recipe and its derived numbers.
+    """Print the resolved recipe, its derived numbers and the plan of every step.
 
     Defaults are filled in; the TOML output is itself a valid recipe, with the derived batch
-    numbers as trailing comments.
+    numbers and the step plan (what runs, and why) as trailing comments.
     """
+    from rlctl.config.placement import placement_comments, placement_of
+    from rlctl.registry import get_registry
+    from rlctl.trainer.plan import plan_comments, plan_of
+
     loaded = load_or_exit(recipes, overrides)
+    plan = plan_of(loaded)
+    placement = None if loaded.recipe.resources.mode == "local" else placement_of(
+        loaded.recipe, get_registry(), loaded.options_for("engines.rollout.options"))
     if fmt is Format.json:
-        typer.echo(loaded.to_json(with_sources=sources))
+        out = json.loads(loaded.to_json(with_sources=sources))
+        out["plan"] = [{"what": what, "choice": choice, "why": why}
+                       for what, choice, why in plan.rows()]
+        out["placement"] = None if placement is None else {
+            "request": placement.request(), "seats": placement.rows()}
+        typer.echo(json.dumps(out, indent=2, ensure_ascii=False))
     else:
-        typer.echo(loaded.to_toml(with_sources=sources), nl=False)
+        typer.echo(loaded.to_toml(with_sources=sources) + plan_comments(plan)
+                   + placement_comments(loaded.recipe, placement), nl=False)
 
 
 @config_app.command("schema")

@@ -9,10 +9,12 @@ file next to the envs. No torch or Ray import here.
 from __future__ import annotations
 
 import os
+import queue
 import subprocess
+import threading
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import IO, Annotated
 
 import typer
 
@@ -78,8 +80,14 @@ def install(
     from rlctl.engines.rollout.server.engine_envs import env_root
 
     root = env_root()
-    root.mkdir(parents=True, exist_ok=True)
     log_path = root / "install.log"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        with log_path.open("a", encoding="utf-8"):
+            pass  # writable: the build writes its log and the envs here
+    except OSError as exc:  # a file, a read-only directory, no space: this machine's problem
+        fail(f"cannot use {root} for the engines' environments: {exc.strerror or exc}",
+             fix="set RLCTL_ENV_DIR to a writable directory (default ~/.cache/rlctl/envs)")
     code, pythons = _run_build(engines, log_path, timeout_s)
     if code != 0:
         tail = _tail(log_path, 15)
@@ -114,9 +122,10 @@ def _run_build(engines: list[str], log_path: Path, timeout_s: float) -> tuple[in
         )
         assert proc.stdout is not None
         start = time.monotonic()
+        lines = _lines_of(proc.stdout)  # read on a thread: a silent pip must not stop the clock
         with console.status("starting", spinner="dots") as status:
             try:
-                for line in proc.stdout:  # ends when the script (and pip) close stdout
+                while (line := _next_line(lines, deadline)) is not None:
                     log.write(line)
                     line = line.rstrip("\n")
                     if line.startswith(STEP_PREFIX):
@@ -125,8 +134,6 @@ def _run_build(engines: list[str], log_path: Path, timeout_s: float) -> tuple[in
                         status.update(escape(step))
                     elif "=" in line and line.split("=", 1)[0] in ("vllm", "sglang"):
                         pythons.append(line)
-                    if time.monotonic() > deadline:
-                        raise TimeoutError
                 code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
             except (TimeoutError, subprocess.TimeoutExpired):
                 kill_group(proc, 10.0)
@@ -137,6 +144,34 @@ def _run_build(engines: list[str], log_path: Path, timeout_s: float) -> tuple[in
                 kill_group(proc, 10.0)
                 raise
     return code, pythons
+
+
+def _lines_of(stream: IO[str]) -> queue.Queue[str | None]:
+    """The lines of ``stream``, read on a daemon thread; ``None`` once it is closed."""
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        try:
+            for line in stream:
+                lines.put(line)
+        finally:
+            lines.put(None)
+
+    threading.Thread(target=pump, name="rlctl-build-output", daemon=True).start()
+    return lines
+
+
+def _next_line(lines: queue.Queue[str | None], deadline: float) -> str | None:
+    """The next line (``None``: the output ended); :class:`TimeoutError` past ``deadline``,
+    whether or not the build prints anything meanwhile."""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        try:
+            return lines.get(timeout=min(left, 1.0))
+        except queue.Empty:
+            continue
 
 
 def _tail(path: Path, lines: int) -> str:

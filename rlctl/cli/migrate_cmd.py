@@ -61,15 +61,22 @@ def migrate(
     train_rows: Annotated[int | None, typer.Option(
         "--train-rows", min=1, help="Rows of the training set, for trainer.total_epochs -> "
         "schedule.total_steps (counted from the files when they are here).")] = None,
+    verl_version: Annotated[str | None, typer.Option(
+        "--verl-version", help="The verl release the config comes from (its defaults are not "
+        "your settings): v0.7.0, v0.7.1, v0.8.0, v0.9.0 or main; detected from VERL_YAML when "
+        "not given.", metavar="RELEASE")] = None,
     report: Annotated[Path | None, typer.Option(
         "--report", help="Also write the full report (every key by name) to this file.")] = None,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", "-v", help="List the keys at verl's default one by one too.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace existing output files.")] = False,
 ) -> None:
     """Turn a verl config plus the overrides of its launch script into an rlctl recipe.
 
-    Prints a report: every verl key mapped (to which rlctl key), dropped (no effect here) or
-    unsupported (and why). Exit 2, writing nothing, when a setting cannot be migrated
-    faithfully or a script variable is unset.
+    Prints a report of what you set (in the script, the overrides or your YAML): mapped (to
+    which rlctl key), with no effect here (and why), or refused (why, and the fix); keys at
+    verl's default are counted (--verbose lists them) and never refused. Exit 2, writing
+    nothing, when a setting cannot be migrated faithfully or a script variable is unset.
     """
     from rlctl.migrate.report import render_report
     from rlctl.migrate.run import Inputs
@@ -80,13 +87,15 @@ def migrate(
     inputs = Inputs(verl_yaml=verl_yaml, overrides=list(overrides or []),
                     overrides_file=overrides_file, script=verl_script,
                     variables=_pairs(var, "--var"), rewards=list(reward or []),
-                    train_rows=train_rows)
+                    train_rows=train_rows, verl_version=verl_version)
     result = run_migration(inputs)
+    if result.input_error is not None:  # unreadable or malformed input: one line, nothing else
+        fail(result.input_error, code=EXIT_USAGE)
     text = None
     derived = None
     if not result.problems:
         text, derived = _render_and_validate(result, output)
-    typer.echo(render_report(result, rlctl_derived=derived), nl=False)
+    typer.echo(render_report(result, rlctl_derived=derived, full=verbose), nl=False)
     if result.problems or text is None:
         n = len(result.problems)
         say(f"error: cannot migrate faithfully ({n} problem{'s' if n != 1 else ''}); "
@@ -129,6 +138,8 @@ def _command(inputs, output: Path) -> list[str]:  # type: ignore[no-untyped-def]
     words += [f"--reward {r}" for r in inputs.rewards]
     if inputs.train_rows is not None:
         words += [f"--train-rows {inputs.train_rows}"]
+    if inputs.verl_version is not None:
+        words += [f"--verl-version {inputs.verl_version}"]
     return [*words, "-o", str(output)]
 
 

@@ -17,6 +17,12 @@ DEFAULT_REPORT = Path("report.png")
 
 @hookimpl
 def register_commands(cli: Any) -> None:
+    _register_export(cli)
+    _register_report(cli)
+    _register_runs(cli)
+
+
+def _register_export(cli: Any) -> None:
     import typer
 
     @cli.command("export")
@@ -35,22 +41,11 @@ def register_commands(cli: Any) -> None:
 
         OUTPUT must be new, empty or an earlier export (which is replaced); any other
         directory is refused unless --overwrite, and a file is always refused."""
-        from rlctl.checkpoint import CheckpointDamaged, CheckpointError
-        from rlctl.checkpoint.export_target import ExportTargetError
-        from rlctl.checkpoint.offline_export import export_checkpoint
+        typer.echo(f"wrote {_export(checkpoint, output, overwrite)}")
 
-        try:
-            out = export_checkpoint(checkpoint, output, overwrite=overwrite)
-        except CheckpointDamaged as exc:  # complete, but its files do not match: a run failure
-            typer.echo(f"error: the checkpoint is damaged: {exc}", err=True)
-            raise typer.Exit(1) from None
-        except (CheckpointError, ExportTargetError, FileNotFoundError) as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(2) from None
-        except OSError as exc:  # e.g. no permission or no space where the export goes
-            typer.echo(f"error: cannot write the export to {output}: {exc}", err=True)
-            raise typer.Exit(1) from None
-        typer.echo(f"wrote {out}")
+
+def _register_report(cli: Any) -> None:
+    import typer
 
     @cli.command("report")
     def report(
@@ -64,8 +59,8 @@ def register_commands(cli: Any) -> None:
             False, "--overwrite", help="Replace OUTPUT even if it is not an earlier rlctl report."
         ),
     ) -> None:
-        """Plot reward, KL, entropy, response length and step time of runs into a PNG, and
-        print a short summary of each run."""
+        """Plot reward, KL, entropy, response length, step time and held-out accuracy of runs
+        into a PNG, and print a short summary of each run."""
         from rlctl.inspect.report import ReportTargetError, build_report
         from rlctl.inspect.run_metrics import RunNotFoundError
 
@@ -81,6 +76,10 @@ def register_commands(cli: Any) -> None:
             typer.echo(f"warning: {warning}", err=True)
         typer.echo(result.text)
         typer.echo(f"wrote {result.output}")
+
+
+def _register_runs(cli: Any) -> None:
+    import typer
 
     runs_app = typer.Typer(help="List and inspect runs.", no_args_is_help=True)
 
@@ -113,6 +112,33 @@ def register_commands(cli: Any) -> None:
         _print_table(summaries)
 
     cli.add_typer(runs_app, name="runs")
+
+
+def _export(checkpoint: Path, output: Path, overwrite: bool) -> Path:
+    """``rlctl export``'s work: the exported directory, or exit 2 (bad input) / 1 (damage, the
+    machine) with one line."""
+    import typer
+
+    from rlctl.checkpoint import CheckpointDamaged, CheckpointError
+    from rlctl.checkpoint.export_target import ExportTargetError
+    from rlctl.checkpoint.offline_export import export_checkpoint
+    from rlctl.run.run_lock import still_training, training_run
+
+    busy = training_run(checkpoint)  # first: a checkpoint may rotate away mid-read
+    if busy is not None:
+        typer.echo(f"error: {still_training(*busy)}", err=True)
+        raise typer.Exit(2)
+    try:
+        return export_checkpoint(checkpoint, output, overwrite=overwrite)
+    except CheckpointDamaged as exc:  # complete, but its files do not match: a run failure
+        typer.echo(f"error: the checkpoint is damaged: {exc}", err=True)
+        raise typer.Exit(1) from None
+    except (CheckpointError, ExportTargetError, FileNotFoundError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except OSError as exc:  # e.g. no permission or no space where the export goes
+        typer.echo(f"error: cannot write the export to {output}: {exc}", err=True)
+        raise typer.Exit(1) from None
 
 
 def _print_table(summaries: list[Any]) -> None:

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
-from rlctl.config.correction_checks import check_correction, check_tis_cap
+from rlctl.config.correction_checks import check_correction
 from rlctl.config.section import Options, Section
 from rlctl.config.strict import LAX
 
@@ -34,9 +34,6 @@ class LossSection(Section):
     """How per-token losses reduce to one number."""
     entropy_coef: float = Field(0.0, ge=0)
     """Weight of the entropy bonus."""
-    tis_cap: float | None = Field(None, gt=0)
-    """Old spelling of ``[algorithm.correction] method = "truncated_is"``, ``cap = C``; still read
-    as that."""
     options: Options = {}
     """Extra options of the selected policy loss, validated by its option model."""
 
@@ -178,15 +175,3 @@ class AlgorithmSection(Section):
     """DAPO's dynamic sampling (drop groups whose rewards are all equal, draw again)."""
     overlong: OverlongSection = OverlongSection()
     """DAPO's overlong reward shaping and overlong filtering."""
-    old_log_prob_pass: Literal["auto", "always"] = "auto"
-    """``auto``: skip the old log-prob forward when the update is provably on-policy and take them
-    from the update's own forward (docs/trainer.md); ``always``: run it every step."""
-    advantage_pass: Literal["auto", "always"] = "auto"
-    """``auto``: without a critic the actor update computes the advantages itself, from its own
-    read of shards that keep every group whole (docs/trainer.md); ``always``: a separate
-    advantage phase every step (the same advantages, one more call, read and write)."""
-
-    @model_validator(mode="after")
-    def _tis_cap_or_correction(self) -> AlgorithmSection:
-        check_tis_cap(self)
-        return self

@@ -130,15 +130,7 @@ def _batch_problems(recipe: Recipe, model_parallel: int = 1) -> list[ConfigProbl
 
 def _engine_problems(recipe: Recipe, registry: Registry) -> list[ConfigProblem]:
     out: list[ConfigProblem] = []
-    res, train, rollout = recipe.resources, recipe.engines.train, recipe.engines.rollout
-    devices = res.nodes * res.devices_per_node
-    if res.mode == "ray" and train.ranks > devices:
-        out.append(ConfigProblem(
-            "engines.train.ranks",
-            f"{train.ranks} training ranks but the cluster has {devices} devices "
-            f"(resources.nodes {res.nodes} x devices_per_node {res.devices_per_node})",
-            f"set resources.devices_per_node >= {-(-train.ranks // res.nodes)} or lower "
-            "engines.train.ranks"))
+    rollout = recipe.engines.rollout
     if rollout.weight_sync is not None:
         sync = registry.find("weight_sync", rollout.weight_sync)
         engines = tuple(sync.metadata.get("engines", ())) if sync is not None else ()

@@ -1,5 +1,5 @@
-"""The checks of ``[algorithm.correction]`` (and the old ``[algorithm.loss] tis_cap``),
-called by the recipe's section validators: each names the key, what is wrong and the fix."""
+"""The checks of ``[algorithm.correction]``, called by the recipe's section validators: each
+names the key, what is wrong and the fix."""
 
 from __future__ import annotations
 
@@ -29,18 +29,6 @@ def check_correction(section: Any) -> None:
     if section.method == "masked_is" and section.low >= section.high:
         refuse(model, ("low",), section.low, f"masked_is keeps ratios in [low, high], but "
                f"high is {section.high}", "choose low < high (the defaults are 0.5 and 2)")
-
-
-def check_tis_cap(algorithm: Any) -> None:
-    """The old ``loss.tis_cap`` still reads as ``truncated_is``; next to an explicit
-    ``[algorithm.correction]`` method the two would disagree, so that is refused."""
-    cap, method = algorithm.loss.tis_cap, algorithm.correction.method
-    if cap is not None and "method" in algorithm.correction.model_fields_set \
-            and method != "auto":
-        refuse(type(algorithm), ("loss", "tis_cap"), cap,
-               'tis_cap is the old spelling of [algorithm.correction] method = '
-               f'"truncated_is", cap = {cap}; it cannot stand next to method = {method!r}',
-               "remove tis_cap (a truncated_is cap goes in [algorithm.correction] cap)")
 
 
 def refuse(model: type, loc: tuple[str, ...], value: Any, message: str, fix: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from rlctl.config.recipe import Recipe
+from rlctl.config.strict import TrainEngineOptions
 
 
 @dataclass(frozen=True)
@@ -63,5 +64,8 @@ def derive(recipe: Recipe, model_parallel_size: int = 1) -> Derived:
 
 
 def model_parallel_size(train_options: object | None) -> int:
-    """The validated ``[engines.train.options]`` model's ``model_parallel_size``, else 1."""
-    return int(getattr(train_options, "model_parallel_size", 1) or 1)
+    """The validated ``[engines.train.options]``' ranks per model copy: what a
+    :class:`~rlctl.config.strict.TrainEngineOptions` declares, else 1 (an engine whose
+    options model does not derive from it is pure data parallel)."""
+    return train_options.model_parallel_size if isinstance(train_options, TrainEngineOptions) \
+        else 1

@@ -65,6 +65,7 @@ def gather_layers(
     for layer in layers:
         layer.data = to_aliases(layer.data, Recipe)
         layer.raw_strings = {_alias_key(k): v for k, v in layer.raw_strings.items()}
+        layer.unset = [_alias_key(k) for k in layer.unset]
     return layers, problems
 
 

@@ -3,6 +3,11 @@
 Tables merge key by key; any other value (scalar, list) replaces what was there. A table of
 numeric keys merged onto a list addresses its elements, so ``-s rewards.0.weight=2`` and
 ``RLCTL_REWARDS__0__WEIGHT=2`` change one element of ``[[rewards]]``.
+
+Two ways to take away what a lower layer set: a table holding ``_replace = true`` replaces
+the table below instead of merging into it (an overlay that swaps an environment must not
+inherit the old one's options), and ``-s ~key.path`` removes a key, so that its default
+applies again.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlctl.config.problems import ConfigProblem, key_path
-from rlctl.config.sources import Key, Layer
+from rlctl.config.sources import REPLACE_KEY, Key, Layer
 
 DEFAULT_SOURCE = "default"
 
@@ -43,7 +48,59 @@ def merge_layers(layers: Iterable[Layer]) -> tuple[Merged, list[ConfigProblem]]:
     for layer in layers:
         _merge_into(merged.data, layer.data, (), layer.label, merged, problems)
         merged.raw_strings.update(layer.raw_strings)
+        for key in layer.unset:
+            _unset(merged, key, layer.label, problems)
     return merged, problems
+
+
+def _unset(merged: Merged, key: Key, label: str, problems: list[ConfigProblem]) -> None:
+    """Remove ``key`` (a list element by its index) from the merged data."""
+    node: Any = merged.data
+    for part in key[:-1]:
+        node = _child(node, part)
+        if node is None:
+            break
+    last = key[-1]
+    if isinstance(node, dict) and last in node:
+        old = node.pop(last)
+    elif isinstance(node, list) and last.isdigit() and int(last) < len(node):
+        old = node.pop(int(last))
+        # the later elements moved down one place: their provenance no longer lines up
+        for sub in _sub_keys(node, key[:-1]):
+            merged.provenance.pop(sub, None)
+    else:
+        problems.append(ConfigProblem(
+            key_path(key), "nothing to unset: no recipe file, environment variable or earlier "
+            "-s sets this key", "check the key path (`rlctl config show --sources` lists what "
+            "is set and by whom), or drop the ~ override", source=label))
+        return
+    _forget_below(merged, key, old)
+    merged.provenance.pop(key, None)
+
+
+def _child(node: Any, part: str) -> Any:
+    if isinstance(node, dict):
+        return node.get(part)
+    if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+        return node[int(part)]
+    return None
+
+
+def _replacing(value: dict[str, Any], key: Key, label: str,
+               problems: list[ConfigProblem]) -> tuple[bool, dict[str, Any]]:
+    """Whether table ``value`` replaces the one below (``_replace = true``), and the table
+    without the marker."""
+    if REPLACE_KEY not in value:
+        return False, value
+    marker = value[REPLACE_KEY]
+    rest = {k: v for k, v in value.items() if k != REPLACE_KEY}
+    if not isinstance(marker, bool):
+        problems.append(ConfigProblem(
+            key_path(key + (REPLACE_KEY,)), f"must be true or false, got {marker!r}",
+            f"write {REPLACE_KEY} = true to replace the table the recipes below set",
+            source=label))
+        return False, rest
+    return marker, rest
 
 
 def _forget_below(merged: Merged, key: Key, old: Any) -> None:
@@ -101,19 +158,30 @@ def _merge_into(
             slot = k
             current = base.get(k)
         if isinstance(v, dict):
-            if not isinstance(current, (dict, list)):
-                # a table arrives where there was nothing (or a scalar): only its leaves
-                # are this layer's, the rest stays "default"
+            replace, v = _replacing(v, key, label, problems)
+            if replace or not isinstance(current, (dict, list)):
+                # a table arrives where there was nothing (or a scalar), or replaces what was
+                # there: only its leaves are this layer's, the rest stays "default"
                 _forget_below(merged, key, current)
                 merged.provenance.pop(key, None)
                 base[slot] = {}
                 current = base[slot]
             _merge_into(current, v, key, label, merged, problems)
             continue
-        base[slot] = copy.deepcopy(v)
+        v = _without_markers(v)  # a list replaces what was there anyway
+        base[slot] = v
         _forget_below(merged, key, current)
         merged.provenance.pop(key, None)
         _record_leaves(merged, v, key, label)
+
+
+def _without_markers(value: Any) -> Any:
+    """A deep copy of ``value`` with every ``_replace`` key of its tables dropped."""
+    if isinstance(value, dict):
+        return {k: _without_markers(v) for k, v in value.items() if k != REPLACE_KEY}
+    if isinstance(value, list):
+        return [_without_markers(v) for v in value]
+    return copy.deepcopy(value)
 
 
 def _record_leaves(merged: Merged, value: Any, key: Key, label: str) -> None:

@@ -32,10 +32,11 @@ from rlctl.config.derived import derive, model_parallel_size
 from rlctl.config.loaded import LoadedRecipe, Loc, leaf_sources, path_to_loc
 from rlctl.config.loading import resolve
 from rlctl.config.merge import DEFAULT_SOURCE
+from rlctl.config.placement import placement_problems
 from rlctl.config.plugin_options import check_selections
 from rlctl.config.problems import ConfigError, ConfigProblem, dedupe
 from rlctl.config.recipe import Recipe
-from rlctl.config.reward_checks import streaming_problems
+from rlctl.config.reward_checks import staleness_policy_problems
 from rlctl.registry import Registry, get_registry
 
 IN_CODE = "in code"
@@ -88,7 +89,8 @@ def _plugin_checks(
     validated, problems = check_selections(recipe, registry)
     mp = model_parallel_size(validated.get("engines.train.options"))
     problems += cross_field_problems(recipe, registry, model_parallel=mp)
-    problems += streaming_problems(recipe, registry, validated)
+    problems += staleness_policy_problems(recipe, registry, validated)
+    problems += placement_problems(recipe, registry, validated)
     problems += hook_problems(recipe, registry)
     return validated, problems
 

@@ -9,9 +9,10 @@ load (checked without importing it, see :mod:`rlctl.registry_targets`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import difflib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -28,40 +29,28 @@ OptionsT = TypeVar("OptionsT", bound=BaseModel)
 
 @dataclass(frozen=True)
 class OptionsSpec:
-    """Base of the engine specs: hands a component its options, validated at load."""
+    """Base of the component specs: hands a component its options, validated at load.
+
+    Specs are built from a :class:`~rlctl.config.loaded.LoadedRecipe` (each spec's
+    ``from_loaded``), the one place a component's options come from; nothing validates an
+    ``options`` table again.
+    """
 
     options_key: ClassVar[str]
     """Key path of the component's options table (``engines.train.options``)."""
-    if TYPE_CHECKING:
-        recipe: Recipe  # a field of every subclass (declared there, to keep its position)
-    options: BaseModel | None = field(default=None, kw_only=True)
+    options: BaseModel | None = field(kw_only=True)
     """The table at :attr:`options_key` as validated when the recipe was loaded (an instance
-    of the option model the component registered); read it with :meth:`options_as`."""
+    of the option model the component registered; ``None`` when it registered none); read it
+    with :meth:`options_as`."""
 
     def options_as(self, model: type[OptionsT]) -> OptionsT:
-        """The component's options as ``model``. A spec built by hand (a test, an embedding
-        application) without ``options`` gets the recipe's table validated by ``model``."""
-        if self.options is None:
-            return model.model_validate(dict(_value_at(self.recipe, tuple(
-                self.options_key.split(".")))))
+        """The component's options as ``model`` (the option model it registered)."""
         if not isinstance(self.options, model):
-            raise TypeError(f"[{self.options_key}]: expected {model.__name__}, "
-                            f"got {type(self.options).__name__}")
+            raise TypeError(
+                f"[{self.options_key}]: expected {model.__name__} as validated when the recipe "
+                f"was loaded, got {type(self.options).__name__}: build the spec from a loaded "
+                "recipe (rlctl.config.pipeline.validate_recipe, then the spec's from_loaded)")
         return self.options
-
-
-def options_or_validated(
-    validated: Mapping[str, BaseModel], registry: Registry, kind: str, name: str, path: str,
-    table: Mapping[str, Any],
-) -> BaseModel | None:
-    """The options at ``path`` as validated at load (``validated``: the loaded recipe's
-    :attr:`~rlctl.config.loaded.LoadedRecipe.plugin_options`); for a recipe built by hand
-    (not loaded), ``table`` validated by the model ``kind`` ``name`` registered. ``None``
-    where it registered none."""
-    if path in validated:
-        return validated[path]
-    model = registry.get(kind, name).options
-    return None if model is None else model.model_validate(dict(table))
 
 
 @dataclass(frozen=True)
@@ -172,18 +161,32 @@ def kind_words(kind: str) -> str:
 
 
 def unknown_name_problem(sel: Selection, registry: Registry) -> ConfigProblem:
+    """A selected name no plugin registered: the failed plugin that had it, else a guess.
+
+    A name that a plugin registered before it was refused is that plugin's: say so, not
+    "did you mean" a built-in it only looks like. When some plugins did not even import (so
+    what they provide is unknown), only a close guess is offered, after them.
+    """
+    what = f'no {kind_words(sel.kind)} named "{sel.name}" is registered'
+    provider = registry.failed_provider(sel.kind, sel.name)
+    if provider is not None:
+        return ConfigProblem(
+            _path(sel.loc), f"{what}: plugin {provider.name}, which provides it, failed to "
+            f"load: {provider.error}", f"fix or reinstall plugin {provider.name} "
+            "(`rlctl plugins list` shows every failure), or choose another name")
     known = registry.names(sel.kind)
-    fix = choose_from(sel.name, known, what=f"{kind_words(sel.kind)}s")
-    if registry.failures:
-        failed = ", ".join(f.name for f in registry.failures)
-        fix += f"; plugins that failed to load: {failed} (see rlctl plugins list)"
-    else:
-        fix += ", or install the plugin that provides it"
-    return ConfigProblem(
-        _path(sel.loc),
-        f'no {kind_words(sel.kind)} named "{sel.name}" is registered',
-        fix,
-    )
+    if not registry.failures:
+        fix = choose_from(sel.name, known, what=f"{kind_words(sel.kind)}s")
+        return ConfigProblem(_path(sel.loc), what,
+                             fix + ", or install the plugin that provides it")
+    failed = ", ".join(f.name for f in registry.failures)
+    guess = did_you_mean(sel.name, known)
+    close = guess is not None and difflib.SequenceMatcher(None, sel.name, guess).ratio() >= 0.85
+    fix = (f"plugins that failed to load: {failed} (see rlctl plugins list): if one of them "
+           "provides it, fix that plugin")
+    fix += (f'; or did you mean "{guess}"?' if close
+            else f"; registered {kind_words(sel.kind)}s: {', '.join(known) or 'none'}")
+    return ConfigProblem(_path(sel.loc), what, fix)
 
 
 def target_problem(sel: Selection, reg: Registration, why: str) -> ConfigProblem:

@@ -69,7 +69,8 @@ class RunSection(Section):
 
 
 class TinyModelSection(Section):
-    """Shape of the offline tiny Qwen3 model built when ``model.path = "tiny"``."""
+    """Shape of the offline tiny Qwen3 model built when ``model.path`` is ``"tiny"`` or
+    ``"tiny-chat"``."""
 
     hidden_size: PositiveInt = 64
     """Hidden size of the tiny Qwen3 model."""
@@ -83,14 +84,16 @@ class TinyModelSection(Section):
     """Number of key/value heads (GQA)."""
     head_dim: PositiveInt = 16
     """Dimension of each attention head."""
-    max_position_embeddings: PositiveInt = 64
-    """Longest sequence (prompt + response) the tiny model accepts."""
+    max_position_embeddings: PositiveInt = 512
+    """Longest sequence (prompt + response) the tiny model accepts; ``rlctl train`` refuses a
+    ``rollout.max_new_tokens`` that leaves no room for a prompt (512: the default 256 new
+    tokens fit with a long prompt)."""
 
 
 class ModelSection(Section):
     path: str = "tiny"
-    """Policy weights: a local HF directory or hub id, or ``tiny`` for an offline random-init tiny
-    Qwen3."""
+    """Policy weights: a local HF directory or hub id, ``tiny`` for an offline random-init tiny
+    Qwen3, or ``tiny-chat`` for the same model over a chat tokenizer with a chat template."""
     tokenizer: str | None = None
     """Tokenizer directory or id; defaults to ``path`` (``tiny`` builds a character tokenizer
     offline)."""
@@ -101,7 +104,8 @@ class ModelSection(Section):
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass to save memory."""
     tiny: TinyModelSection = TinyModelSection()
-    """Architecture of the tiny model (used only when ``path = "tiny"``)."""
+    """Architecture of the tiny model (used only when ``path`` is ``"tiny"`` or
+    ``"tiny-chat"``)."""
 
 
 class CriticSection(Section):
@@ -191,7 +195,10 @@ class RolloutSection(Section):
     val_temperature: float = Field(0.0, ge=0)
     """Sampling temperature for validation."""
     val_group_size: PositiveInt = 1
-    """Responses per validation prompt."""
+    """Responses per validation prompt (``k`` of ``val/mean@k`` and ``val/pass@k``)."""
+    val_correct_score: float = 1.0
+    """A validation response counts as correct (``val/pass@1``, ``mean@k``, ``pass@k``, and
+    ``rlctl eval``) when its score is at least this."""
 
 
 class RewardSection(Section):
@@ -215,6 +222,14 @@ class TrainEngineSection(Section):
     """Samples per forward/backward per rank (gradient accumulation covers the rest)."""
     log_prob_micro_batch_size: PositiveInt = 32
     """Samples per forward when computing log-probs or values."""
+    old_log_prob_pass: Literal["auto", "always"] = "auto"
+    """``auto``: skip the old log-prob forward when the update is provably on-policy and take them
+    from the update's own forward (docs/trainer.md); ``always``: run it every step. Either way
+    the same numbers; ``rlctl config show`` prints what the plan chose and why."""
+    advantage_pass: Literal["auto", "always"] = "auto"
+    """``auto``: without a critic the actor update computes the advantages itself, from its own
+    read of shards that keep every group whole (docs/trainer.md); ``always``: a separate
+    advantage phase every step (the same advantages, one more call, read and write)."""
     options: Options = {}
     """Engine options, validated by the engine's option model (e.g. FSDP mixed precision)."""
 
@@ -223,7 +238,8 @@ class RolloutEngineSection(Section):
     backend: str = "hf"
     """Registered rollout engine (``hf``, ``vllm``, ``sglang``)."""
     replicas: PositiveInt = 1
-    """Rollout engine replicas (agent-loop workers share them)."""
+    """Rollout engine replicas (servers) in all: each agent-loop worker runs ``replicas /
+    agent_workers`` of them (it must divide)."""
     agent_workers: PositiveInt = 1
     """AgentLoop worker processes."""
     weight_sync: str | None = None
@@ -265,11 +281,18 @@ class ResourcesSection(Section):
     num_cpus: PositiveInt | None = None
     """Logical CPUs for a locally started Ray cluster; ``None`` counts the machine's."""
     nodes: PositiveInt = 1
-    """Nodes of the cluster."""
+    """Nodes the run uses (the placement plan fills them in order)."""
     devices_per_node: PositiveInt = 1
-    """Accelerators (or CPU ranks) per node."""
+    """Devices per node the run uses: accelerators, or CPU cores with ``accelerator = "cpu"``."""
+    accelerator: Literal["auto", "gpu", "cpu"] = "auto"
+    """What a device is: ``gpu`` (Ray's GPU resource), ``cpu`` (a core); ``auto``: from
+    ``run.device``, else ``gpu`` when the cluster has GPUs."""
     placement: Literal["colocate", "split"] = "colocate"
-    """``colocate``: rollout and training share devices; ``split``: separate devices."""
+    """``colocate``: rollout (and reward) workers share the training devices, taking turns;
+    ``split``: they get devices of their own (``rlctl config show`` prints the plan)."""
+    rollout_nodes: PositiveInt | None = None
+    """With ``split``: the last N nodes go to rollout (and reward) workers; ``None``: their
+    devices follow training's, node by node."""
 
 
 class ScheduleSection(Section):

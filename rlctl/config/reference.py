@@ -39,6 +39,26 @@ refused everywhere (plugin options included). Values come from, highest preceden
 3. recipe files, later ones over earlier ones (tables deep-merge, lists are replaced);
 4. the defaults listed here.
 
+Taking away what a lower source set:
+
+- `_replace = true` in a table (a recipe file, or an inline table given with `-s`) makes it
+  replace the table the sources below set, instead of merging into it. An overlay that swaps
+  the environment for one with other options:
+
+  ```toml
+  [rollout.environment]
+  name = "maze"
+  [rollout.environment.options]
+  _replace = true        # the base recipe's options of the old environment are dropped
+  size = 7
+  ```
+
+  (`-s 'rollout.environment.options={_replace = true, size = 7}'` does the same.) No option
+  can be named `_replace`: option names never start with an underscore.
+- `-s ~key.path` unsets a key, so that its default applies again (`-s ~algorithm.kl.coef`);
+  `-s ~rewards.1` removes a list element, `-s ~section.table` a whole table. Unsetting a
+  key no source sets is a problem (most likely a typo). A later `-s key=value` sets it again.
+
 `rlctl config show RECIPE --sources` prints the resolved recipe and where each value came
 from. Global batch semantics live in `[algorithm]`; per-device sizes and parallelism in
 `[engines.*]`: changing `[engines.*]`, `[data_plane]` or `[resources]` does not change the math.

@@ -1,7 +1,6 @@
 """Cross-field checks of DAPO's settings (``[algorithm.dynamic_sampling]``,
-``[algorithm.overlong]``), of model rewards, of what streaming does not run with and of what
-partial rollouts need, run by
-:func:`rlctl.config.pipeline.load_recipe`.
+``[algorithm.overlong]``), of model rewards, of the selected staleness policy and of what
+partial rollouts need, run by :func:`rlctl.config.pipeline.load_recipe`.
 
 Each problem names the TOML key, what is wrong and how to fix it, before any worker starts.
 """
@@ -22,9 +21,38 @@ def reward_names(recipe: Recipe, registry: Registry) -> list[str]:
     return [default] if default else []
 
 
+# A score is sum(weight x reward) (+ the overlong penalty), kept as float32 and squared by the
+# group statistics (std): past ~1.8e19 that square is inf, and inf - inf is a NaN loss. With
+# the scale of the weights below this bound, a reward may reach 1e12 before that happens, far
+# beyond what a reward function returns. (1e308 for a weight trained on NaN from step 1.)
+MAX_SCORE_SCALE = 1e6
+# Dynamic sampling keeps prompts_per_step groups a step; a draw is at most this many steps'
+# worth (verl's DAPO recipes draw 3x): a bigger one generates groups that are only cut, and
+# 1e20 allocated for minutes before failing. More draws (max_draws) cover a low keep rate.
+MAX_DRAW_FACTOR = 16
+
+
 def sampling_and_reward_problems(recipe: Recipe, registry: Registry) -> list[ConfigProblem]:
     return (_dynamic_sampling(recipe, registry) + _overlong(recipe)
-            + _model_rewards(recipe, registry))
+            + _model_rewards(recipe, registry) + _score_scale(recipe))
+
+
+def _score_scale(recipe: Recipe) -> list[ConfigProblem]:
+    """Weights (and the overlong penalty) whose products with a reward overflow float32."""
+    terms = [(f"rewards[{i}].weight", abs(r.weight)) for i, r in enumerate(recipe.rewards)]
+    if recipe.algorithm.overlong.buffer_len:
+        terms.append(("algorithm.overlong.penalty_factor",
+                      recipe.algorithm.overlong.penalty_factor))
+    scale = sum(value for _, value in terms)
+    if scale <= MAX_SCORE_SCALE:
+        return []
+    key, value = max(terms, key=lambda t: t[1])
+    return [ConfigProblem(
+        key, f"{value:g} makes the score's scale {scale:g} (the sum of |weight| and the "
+        f"overlong penalty_factor): a reward of 1 times it leaves float32 once the group "
+        "statistics square it, and the run trains on NaN",
+        f"keep the sum at most {MAX_SCORE_SCALE:g}: scale rewards down rather than up (only "
+        "the ratio of the weights matters to normalised advantages)")]
 
 
 def _dynamic_sampling(recipe: Recipe, registry: Registry) -> list[ConfigProblem]:
@@ -38,6 +66,14 @@ def _dynamic_sampling(recipe: Recipe, registry: Registry) -> list[ConfigProblem]
                                   f"set {key}.enabled = true, or remove prompts_per_draw")]
         return []
     out: list[ConfigProblem] = []
+    most = MAX_DRAW_FACTOR * alg.prompts_per_step
+    if ds.prompts_per_draw is not None and ds.prompts_per_draw > most:
+        out.append(ConfigProblem(
+            f"{key}.prompts_per_draw", f"{ds.prompts_per_draw} prompts per draw is more than "
+            f"{MAX_DRAW_FACTOR} steps' worth (prompts_per_step = {alg.prompts_per_step}): a "
+            "step keeps prompts_per_step groups and cuts the rest",
+            f"set prompts_per_draw <= {most} (DAPO draws about 3x prompts_per_step), and "
+            "raise max_draws if too few groups are kept"))
     if alg.group_size < 2:
         out.append(ConfigProblem(
             f"{key}.enabled", f"group_size = {alg.group_size}: a group of one response is "
@@ -89,37 +125,32 @@ def _model_rewards(recipe: Recipe, registry: Registry) -> list[ConfigProblem]:
     return out
 
 
-def streaming_problems(recipe: Recipe, registry: Registry,
-                       validated: dict[str, object]) -> list[ConfigProblem]:
-    """What the streaming scheduler does not run: it dispatches whole steps ahead, so it
-    neither draws again for dynamic sampling nor calls the reward-model workers; and what
-    partial rollouts need (streaming, in Ray mode, on an engine that can abort requests)."""
-    name = recipe.algorithm.staleness.policy
-    reg = registry.find("staleness_policy", name)
-    if reg is None:
+def staleness_policy_problems(recipe: Recipe, registry: Registry,
+                              validated: dict[str, object]) -> list[ConfigProblem]:
+    """The selected staleness policy, built from its options, against its kind's contract
+    (a plugin's mistake is named here, at load, not at step 1); and what partial rollouts
+    need (a policy that streams, Ray mode, an engine that can abort requests)."""
+    from rlctl.hookspecs import PLUGIN_KINDS
+    from rlctl.plugin_contracts import contract_problems, where_defined
+    from rlctl.registry_targets import resolve
+
+    reg = registry.find("staleness_policy", recipe.algorithm.staleness.policy)
+    if reg is None or reg.target_problem() is not None:
         return []  # reported by check_selections
+    key, contract = "algorithm.staleness.policy", PLUGIN_KINDS["staleness_policy"].contract
     try:
         policy = reg.load()(validated.get("algorithm.staleness.options"))
-    except Exception:  # noqa: BLE001 - a policy that cannot be built is reported elsewhere
-        return []
-    streaming = bool(getattr(policy, "streaming", False))
-    out = _partial_rollout(recipe, registry, streaming)
-    if not streaming:
-        return out
-    mode = f"algorithm.staleness.policy = {name!r} streams (dispatches steps ahead)"
-    if recipe.algorithm.dynamic_sampling.enabled:
-        out.append(ConfigProblem(
-            "algorithm.dynamic_sampling.enabled", f"dynamic sampling runs only in sync "
-            f"training, but {mode}", 'set enabled = false, or [algorithm.staleness] policy = '
-            '"on_policy"'))
-    for i, reward in enumerate(recipe.rewards):
-        found = registry.find("reward_function", reward.name)
-        if found is not None and found.metadata.get("kind", "function") == "model":
-            out.append(ConfigProblem(
-                f"rewards[{i}].name", f'"{reward.name}" is a reward model, which scores only '
-                f"in sync training, but {mode}", 'use rule rewards or judges, or [algorithm.'
-                'staleness] policy = "on_policy"'))
-    return out
+    except Exception as exc:  # noqa: BLE001 - the plugin's own error, named with it
+        return [ConfigProblem(key, f"{reg.describe()} could not be built from its options: "
+                              f"{type(exc).__name__}: {exc}", "fix the policy or its options")]
+    missing = contract_problems(policy, resolve(contract))
+    if missing:
+        return [ConfigProblem(
+            key, f"{reg.describe()} (defined at {where_defined(policy)}) lacks what the trainer "
+            f"reads: {', '.join(missing)}", f"implement {contract.replace(':', '.')}, or "
+            "subclass rlctl.algorithms.staleness.StalenessPolicy for its defaults "
+            "(docs/plugins.md)")]
+    return _partial_rollout(recipe, registry, policy.lookahead > 0)
 
 
 def _partial_rollout(recipe: Recipe, registry: Registry, streaming: bool) -> list[ConfigProblem]:

@@ -26,6 +26,12 @@ from rlctl.config.problems import ConfigProblem
 
 ENV_PREFIX = "RLCTL_"
 ENV_DELIMITER = "__"
+REPLACE_KEY = "_replace"
+"""``_replace = true`` in a table: it replaces the table the layers below set, instead of
+merging into it (rlctl.config.merge). No option can be named so: pydantic fields never
+start with an underscore."""
+UNSET_PREFIX = "~"
+"""``-s ~key.path`` removes the key (Hydra's spelling, which verl users know)."""
 
 Key = tuple[str, ...]
 
@@ -41,6 +47,9 @@ class Layer:
     raw_strings: dict[Key, str] = field(default_factory=dict)
     """Key -> original text for values parsed from a literal, so a string field given
     ``123`` on the command line can take the text ``"123"`` instead of failing."""
+    unset: list[Key] = field(default_factory=list)
+    """Keys this layer removes from the layers below it (``-s ~key.path``), so that the
+    default applies again."""
 
 
 # --------------------------------------------------------------------------- files
@@ -193,8 +202,11 @@ def _single_path(data: dict[str, Any], path: list[str]) -> bool:
 
 
 def parse_override(text: str) -> tuple[Layer | None, list[ConfigProblem]]:
-    """``-s algorithm.kl.coef=0.01`` -> a layer (highest precedence)."""
+    """``-s algorithm.kl.coef=0.01`` -> a layer (highest precedence); ``-s ~key.path``
+    unsets the key."""
     label = f"-s {text}"
+    if text.strip().startswith(UNSET_PREFIX):
+        return _parse_unset(text.strip(), label)
     key, sep, value = text.partition("=")
     key = key.strip()
     if not sep or not key:
@@ -215,6 +227,23 @@ def parse_override(text: str) -> tuple[Layer | None, list[ConfigProblem]]:
         ]
     raw = {path: value.strip()} if literal else {}
     return Layer(label, data, raw), []
+
+
+def _parse_unset(text: str, label: str) -> tuple[Layer | None, list[ConfigProblem]]:
+    """``~key.path`` -> a layer that removes that key."""
+    key = text[len(UNSET_PREFIX):].strip()
+    if "=" in key or not key:
+        return None, [ConfigProblem(
+            "", f"override {text!r}: ~ unsets a key and takes no value",
+            "write -s ~section.key to unset it (its default applies), or -s section.key=value "
+            "to set it", source="-s")]
+    try:
+        _, path, _ = parse_assignment(key, "0")
+    except ValueError as exc:
+        return None, [ConfigProblem("", f"override {text!r}: {exc}",
+                                    "write dotted keys such as -s ~algorithm.kl.coef",
+                                    source="-s")]
+    return Layer(label, {}, unset=[path]), []
 
 
 def env_layers(env: Mapping[str, str]) -> tuple[list[Layer], list[ConfigProblem]]:

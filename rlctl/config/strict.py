@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import Any
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Strict
 
@@ -39,6 +40,32 @@ class OptionsModel(BaseModel):
     model_config = STRICT_CONFIG
 
 
+class RolloutEngineOptions(OptionsModel):
+    """Base of a rollout engine's option model (``[engines.rollout.options]``): it says how
+    many devices one rollout worker's engine takes, which the placement plan reserves."""
+
+    def devices_per_worker(self, replicas: int) -> int:
+        """Devices of one rollout worker's engine with ``replicas`` replicas (1: the engine
+        runs in the worker's own process, on its one device)."""
+        return 1
+
+    @property
+    def starts_replicas(self) -> bool:
+        """Whether the engine starts ``engines.rollout.replicas`` replicas of its own (servers,
+        shared out to the agent workers); an engine in the worker's process has none."""
+        return False
+
+
+class TrainEngineOptions(OptionsModel):
+    """Base of a training engine's option model (``[engines.train.options]``): it says how
+    many ranks hold one model copy, which the batch arithmetic divides the ranks by."""
+
+    @property
+    def model_parallel_size(self) -> int:
+        """Ranks that hold one copy of the model (1: pure data parallel)."""
+        return 1
+
+
 def allows_non_finite(model: type[BaseModel]) -> bool:
     """Whether ``model`` (its own config) lets NaN or infinity through."""
     return model.model_config.get("allow_inf_nan", True) is not False
@@ -54,3 +81,23 @@ def non_finite_paths(value: Any, loc: tuple[str | int, ...] = ()) -> Iterator[tu
     elif isinstance(value, list | tuple):
         for i, item in enumerate(value):
             yield from non_finite_paths(item, (*loc, i))
+
+
+@dataclass(frozen=True)
+class LocalDirectory:
+    """Field metadata: the value is a local directory that must exist when a run starts."""
+
+
+LocalDir = Annotated[str, LocalDirectory()]
+"""An option naming a local directory (a checkpoint to load...): ``rlctl train`` checks it
+exists before any worker starts, naming the key (``config validate`` does not: a recipe is
+often validated on another machine than the one it runs on)."""
+
+
+def local_dir_fields(options: BaseModel) -> Iterator[tuple[str, str]]:
+    """``(field, value)`` of every :data:`LocalDir` field of ``options`` that is set."""
+    for name, info in type(options).model_fields.items():
+        if any(isinstance(m, LocalDirectory) for m in info.metadata):
+            value = getattr(options, name)
+            if value is not None:
+                yield name, str(value)

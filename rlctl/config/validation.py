@@ -11,6 +11,7 @@ import re
 import types
 import typing
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
@@ -125,6 +126,25 @@ def _default_of(info: Any) -> tuple[bool, Any]:
     return False, None
 
 
+@dataclass(frozen=True)
+class _Error:
+    """One pydantic error, located in the recipe (what the problem builders read)."""
+
+    model: type[BaseModel]
+    raw: Any
+    prefix: Loc
+    loc: Loc
+    path: str
+    kind: str
+    value: Any
+    ctx: dict[str, Any]
+    leaf: str
+    source: str | None
+    tp: Any
+    example: str
+    what: str
+
+
 def problem_from_error(
     model: type[BaseModel],
     error: Any,
@@ -137,82 +157,134 @@ def problem_from_error(
     loc: Loc = tuple(error["loc"])
     full = prefix + loc
     path = key_path(full)
-    kind = error["type"]
-    value = error.get("input")
-    ctx = error.get("ctx") or {}
     leaf = str(loc[-1]) if loc else path
     source = source_of(full) if source_of else None
-    if source == "default":
-        source = None
     tp, info = resolve_loc(model, loc)
     has_default, default = _default_of(info)
     if has_default and default is None:
         example = f"; by default {leaf} is unset (leave the key out)"
     else:
         example = f"; the default is {leaf} = {toml_literal(default)}" if has_default else ""
+    e = _Error(model, error, prefix, loc, path, error["type"], error.get("input"),
+               error.get("ctx") or {}, leaf, None if source == "default" else source, tp,
+               example, what)
+    for matches, build in _BUILDERS:
+        if matches(e):
+            return build(e)
+    return _generic(e)
 
-    if kind == "extra_forbidden":
-        parent = key_path(prefix + loc[:-1]) or "the recipe"
-        where = f"[{parent}]" if loc[:-1] or prefix else "the recipe"
-        valid = keys_at(model, loc[:-1])
-        guess = did_you_mean(leaf, valid)
-        fix = (f'did you mean "{guess}"?' if guess is not None
-               else f"remove it; valid {what}: {', '.join(sorted(valid)) or 'none'}")
-        return ConfigProblem(path, f'unknown key "{leaf}" in {where}', fix, source)
-    if kind == "moved_key":  # a key that moved elsewhere in the recipe (ctx["to"])
-        return ConfigProblem(path, f"{error['msg']}: [{path}] moved to [{ctx['to']}]",
-                             f"move the keys of [{path}] to [{ctx['to']}]", source)
-    if kind in ("too_short", "too_long") or (kind == "missing" and isinstance(loc[-1], int)):
-        # a fixed-length list such as betas = [b1, b2]: say how many items, not "key 1"
-        list_loc = loc[:-1] if kind == "missing" else loc
-        list_tp, list_info = resolve_loc(model, list_loc)
-        items = get_args(list_tp) if get_origin(list_tp) is tuple else ()
-        fixed = len(items) if items and Ellipsis not in items else None
-        has_list_default, list_default = _default_of(list_info)
-        want = f"{fixed} items" if fixed else "the right number of items"
-        like = f", like {toml_literal(list_default)}" if has_list_default else ""
-        given = f", got {_short(value)}" if isinstance(value, list | tuple) else ""
-        return ConfigProblem(key_path(prefix + list_loc), f"expected a list of {want}{given}",
-                             f"write {want}{like}", source)
-    if kind == "missing":
-        placeholder = {str: '"..."', int: "1", float: "1.0", bool: "true"}.get(tp, "...")
-        return ConfigProblem(path, f'required key "{leaf}" is missing',
-                             f"add {leaf} = {placeholder} ({_type_words(tp)})", source)
-    if kind in ("model_type", "dict_type", "model_attributes_type"):
-        return ConfigProblem(path, f"expected a table, got {_short(value)}",
-                             f"write it as a [{path}] table or an inline {{...}} table", source)
-    if kind == "literal_error":
-        allowed = re.findall(r"'([^']*)'", ctx.get("expected", ""))
-        return ConfigProblem(path, f"{_short(value)} is not allowed",
-                             choose_from(str(value), allowed, what="values"), source)
-    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
-        bound = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<",
-                 "less_than_equal": "<="}[kind]
-        limit = next(iter(ctx.values()), "?")
-        return ConfigProblem(path, f"{_short(value)} is out of range (must be {bound} {limit})",
-                             f"use a value {bound} {limit}{example}", source)
-    if kind == "finite_number":
-        return ConfigProblem(path, f"{_short(value)} is not a finite number",
-                             f"use a finite number (nan and inf are not allowed){example}",
-                             source)
-    if kind == "string_too_long":
-        return ConfigProblem(
-            path, f"{_short(value)} is {len(str(value))} characters long, more than "
-            f"{ctx.get('max_length')}", f"use at most {ctx.get('max_length')} characters{example}",
-            source)
-    if kind == "string_pattern_mismatch":
-        return ConfigProblem(path, f"{_short(value)} does not match {ctx.get('pattern')}",
-                             f"use letters, digits, '.', '_' or '-'{example}", source)
-    if "fix" in ctx:  # a validator that knows the fix says it (PydanticCustomError context)
-        return ConfigProblem(path, f"{error.get('msg', 'invalid value')}, got {_short(value)}",
-                             str(ctx["fix"]), source)
-    expected = _type_words(tp)
-    if kind.endswith(("_type", "_parsing")) and expected != "a valid value":
-        message = f"expected {expected}, got {_short(value)}"
+
+def _unknown_key(e: _Error) -> ConfigProblem:
+    parent = key_path(e.prefix + e.loc[:-1]) or "the recipe"
+    where = f"[{parent}]" if e.loc[:-1] or e.prefix else "the recipe"
+    valid = keys_at(e.model, e.loc[:-1])
+    guess = did_you_mean(e.leaf, valid)
+    fix = (f'did you mean "{guess}"?' if guess is not None
+           else f"remove it; valid {e.what}: {', '.join(sorted(valid)) or 'none'}")
+    return ConfigProblem(e.path, f'unknown key "{e.leaf}" in {where}', fix, e.source)
+
+
+def _moved_key(e: _Error) -> ConfigProblem:
+    """A key that moved elsewhere in the recipe (``ctx["to"]``)."""
+    to = e.ctx["to"]
+    return ConfigProblem(e.path, f"{e.raw['msg']}: [{e.path}] moved to [{to}]",
+                         f"move the keys of [{e.path}] to [{to}]", e.source)
+
+
+def _is_list_length(e: _Error) -> bool:
+    return e.kind in ("too_short", "too_long") or (
+        e.kind == "missing" and isinstance(e.loc[-1], int))
+
+
+def _list_length(e: _Error) -> ConfigProblem:
+    """A fixed-length list such as betas = [b1, b2]: say how many items, not "key 1"."""
+    list_loc = e.loc[:-1] if e.kind == "missing" else e.loc
+    list_tp, list_info = resolve_loc(e.model, list_loc)
+    items = get_args(list_tp) if get_origin(list_tp) is tuple else ()
+    fixed = len(items) if items and Ellipsis not in items else None
+    has_list_default, list_default = _default_of(list_info)
+    want = f"{fixed} items" if fixed else "the right number of items"
+    like = f", like {toml_literal(list_default)}" if has_list_default else ""
+    given = f", got {_short(e.value)}" if isinstance(e.value, list | tuple) else ""
+    return ConfigProblem(key_path(e.prefix + list_loc), f"expected a list of {want}{given}",
+                         f"write {want}{like}", e.source)
+
+
+def _missing(e: _Error) -> ConfigProblem:
+    placeholder = {str: '"..."', int: "1", float: "1.0", bool: "true"}.get(e.tp, "...")
+    return ConfigProblem(e.path, f'required key "{e.leaf}" is missing',
+                         f"add {e.leaf} = {placeholder} ({_type_words(e.tp)})", e.source)
+
+
+def _not_a_table(e: _Error) -> ConfigProblem:
+    return ConfigProblem(e.path, f"expected a table, got {_short(e.value)}",
+                         f"write it as a [{e.path}] table or an inline {{...}} table", e.source)
+
+
+def _not_allowed(e: _Error) -> ConfigProblem:
+    allowed = re.findall(r"'([^']*)'", e.ctx.get("expected", ""))
+    return ConfigProblem(e.path, f"{_short(e.value)} is not allowed",
+                         choose_from(str(e.value), allowed, what="values"), e.source)
+
+
+_BOUNDS = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<",
+           "less_than_equal": "<="}
+
+
+def _out_of_range(e: _Error) -> ConfigProblem:
+    bound, limit = _BOUNDS[e.kind], next(iter(e.ctx.values()), "?")
+    return ConfigProblem(e.path, f"{_short(e.value)} is out of range (must be {bound} {limit})",
+                         f"use a value {bound} {limit}{e.example}", e.source)
+
+
+def _not_finite(e: _Error) -> ConfigProblem:
+    return ConfigProblem(e.path, f"{_short(e.value)} is not a finite number",
+                         f"use a finite number (nan and inf are not allowed){e.example}",
+                         e.source)
+
+
+def _too_long(e: _Error) -> ConfigProblem:
+    most = e.ctx.get("max_length")
+    return ConfigProblem(e.path, f"{_short(e.value)} is {len(str(e.value))} characters long, "
+                         f"more than {most}", f"use at most {most} characters{e.example}",
+                         e.source)
+
+
+def _pattern(e: _Error) -> ConfigProblem:
+    return ConfigProblem(e.path, f"{_short(e.value)} does not match {e.ctx.get('pattern')}",
+                         f"use letters, digits, '.', '_' or '-'{e.example}", e.source)
+
+
+def _with_fix(e: _Error) -> ConfigProblem:
+    """A validator that knows the fix says it (PydanticCustomError context)."""
+    return ConfigProblem(e.path, f"{e.raw.get('msg', 'invalid value')}, got {_short(e.value)}",
+                         str(e.ctx["fix"]), e.source)
+
+
+def _generic(e: _Error) -> ConfigProblem:
+    expected = _type_words(e.tp)
+    if e.kind.endswith(("_type", "_parsing")) and expected != "a valid value":
+        message = f"expected {expected}, got {_short(e.value)}"
     else:
-        msg = str(error.get("msg", "invalid value")).removeprefix("Value error, ")
-        message = f"{msg[0].lower() + msg[1:] if msg else msg}, got {_short(value)}"
-    return ConfigProblem(path, message, f"write {expected}{example}", source)
+        msg = str(e.raw.get("msg", "invalid value")).removeprefix("Value error, ")
+        message = f"{msg[0].lower() + msg[1:] if msg else msg}, got {_short(e.value)}"
+    return ConfigProblem(e.path, message, f"write {expected}{e.example}", e.source)
+
+
+# In order: the first that matches builds the problem; else _generic.
+_BUILDERS: list[tuple[Callable[[_Error], bool], Callable[[_Error], ConfigProblem]]] = [
+    (lambda e: e.kind == "extra_forbidden", _unknown_key),
+    (lambda e: e.kind == "moved_key", _moved_key),
+    (_is_list_length, _list_length),
+    (lambda e: e.kind == "missing", _missing),
+    (lambda e: e.kind in ("model_type", "dict_type", "model_attributes_type"), _not_a_table),
+    (lambda e: e.kind == "literal_error", _not_allowed),
+    (lambda e: e.kind in _BOUNDS, _out_of_range),
+    (lambda e: e.kind == "finite_number", _not_finite),
+    (lambda e: e.kind == "string_too_long", _too_long),
+    (lambda e: e.kind == "string_pattern_mismatch", _pattern),
+    (lambda e: "fix" in e.ctx, _with_fix),
+]
 
 
 def problems_from_validation(

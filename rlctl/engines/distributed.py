@@ -1,10 +1,10 @@
 """torch.distributed setup and the few collectives engines need.
 
 Callers (worker groups) set ``MASTER_ADDR``, ``MASTER_PORT``, ``RANK`` and ``WORLD_SIZE``;
-a world of one needs nothing (a free loopback port is picked, whatever the environment says). Rank
-0's rendezvous store
-listens on ``MASTER_ADDR`` only (:mod:`rlctl.engines.rendezvous`; rlctl's worker groups set
-127.0.0.1), and on loopback gloo / NCCL keep their connections on ``lo`` too.
+a world of one needs nothing (a free loopback port is picked, whatever the environment
+says). Rank 0's rendezvous store listens on ``MASTER_ADDR`` only
+(:mod:`rlctl.engines.rendezvous`; rlctl's worker groups set 127.0.0.1), and on loopback
+gloo / NCCL keep their connections on ``lo`` too.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """``rlctl report``: PNG plots of a run's key curves, several runs overlaid.
 
 Panels (verl metric names): reward ``critic/score/mean``, KL ``actor/kl``, entropy
-``actor/entropy``, response length ``response_length/mean``, step time ``timing_s/step``
-and validation reward ``val/score/mean``. Uses matplotlib's object API with the Agg
-canvas (no pyplot, no display needed).
+``actor/entropy``, response length ``response_length/mean``, step time ``timing_s/step``,
+validation reward ``val/score/mean`` and held-out accuracy ``val/pass@1`` (greedy; its 95%
+interval shaded; a run validating with k sampled responses shows ``val/mean@k`` instead).
+Uses matplotlib's object API with the Agg canvas (no pyplot, no display needed).
 
 The PNG carries a text chunk (:data:`REPORT_KEY`) so that a later report may replace it;
 any other existing file is left alone unless ``overwrite``, and a directory always is.
@@ -35,7 +36,9 @@ PANELS: tuple[tuple[str, str, str], ...] = (
     ("response_length/mean", "response length", "tokens"),
     ("timing_s/step", "step time", "seconds"),
     ("val/score/mean", "validation reward", "val/score/mean"),
+    ("val/pass@1", "held-out accuracy", "val/pass@1 (95% interval)"),
 )
+ACCURACY = "val/pass@1"
 # Above this many points a curve is drawn faint with a moving average on top.
 SMOOTH_ABOVE = 30
 # PNG text chunk that marks a file as an rlctl report (so a re-run may replace it).
@@ -112,6 +115,54 @@ def moving_average(values: list[float], window: int) -> list[float]:
     return out
 
 
+def accuracy_metric(run: RunMetrics) -> str:
+    """``val/pass@1`` when the run logged it, else its ``val/mean@k`` (sampled validation)."""
+    names = {k for record in run.records for k in record}
+    if ACCURACY in names:
+        return ACCURACY
+    sampled = sorted(k for k in names if k.startswith("val/mean@") and "/ci_" not in k)
+    return sampled[0] if sampled else ACCURACY
+
+
+def _interval(ax, run: RunMetrics, name: str, color: str) -> None:  # type: ignore[no-untyped-def]
+    """Shade the 95% interval of accuracy metric ``name`` where the run logged it."""
+    low_steps, low = run.series(f"{name}/ci_low")
+    high_steps, high = run.series(f"{name}/ci_high")
+    if low_steps and low_steps == high_steps:
+        ax.fill_between(low_steps, low, high, color=color, alpha=0.15, linewidth=0)
+
+
+def _panel(ax, panel: tuple[str, str, str], runs: list[RunMetrics], labels: list[str],  # type: ignore[no-untyped-def]
+           colors: list[str]) -> None:
+    """One panel: each run's curve of the panel's metric (smoothed when long)."""
+    metric, title, ylabel = panel
+    plotted = False
+    for run, label, color in zip(runs, labels, colors, strict=True):
+        name = accuracy_metric(run) if metric == ACCURACY else metric
+        steps, values = run.series(name)
+        if not steps:
+            continue
+        plotted = True
+        if metric == ACCURACY:
+            _interval(ax, run, name, color)
+        if len(values) > SMOOTH_ABOVE:
+            window = max(5, len(values) // 25)
+            ax.plot(steps, values, color=color, alpha=0.3, linewidth=0.8)
+            ax.plot(steps, moving_average(values, window), color=color, linewidth=1.8, label=label)
+        else:
+            ax.plot(steps, values, color=color, marker="o", markersize=3, linewidth=1.5,
+                    label=label)
+    ax.set_title(title)
+    ax.set_xlabel("step")
+    ax.set_ylabel(ylabel)
+    ax.grid(True, alpha=0.3)
+    if not plotted:
+        ax.text(0.5, 0.5, f"{metric}\nnot logged", ha="center", va="center",
+                transform=ax.transAxes, color="gray")
+    elif len(runs) > 1:
+        ax.legend(fontsize="small")
+
+
 def build_report(
     run_dirs: Sequence[Path | str], output: Path | str, *, overwrite: bool = False
 ) -> Report:
@@ -145,41 +196,12 @@ def build_report(
 
     fig = Figure(figsize=(15, 8.5), layout="constrained")
     FigureCanvasAgg(fig)
-    axes = fig.subplots(2, 3).flatten()
+    grid = fig.subplots(2, 4).flatten()
+    grid[-1].set_axis_off()  # seven panels on a 2 x 4 grid
+    axes = grid[: len(PANELS)]
     colors = [f"C{i % 10}" for i in range(len(runs))]
-    for ax, (metric, title, ylabel) in zip(axes, PANELS, strict=True):
-        plotted = False
-        for run, label, color in zip(runs, labels, colors, strict=True):
-            steps, values = run.series(metric)
-            if not steps:
-                continue
-            plotted = True
-            if len(values) > SMOOTH_ABOVE:
-                window = max(5, len(values) // 25)
-                ax.plot(steps, values, color=color, alpha=0.3, linewidth=0.8)
-                ax.plot(
-                    steps, moving_average(values, window), color=color, linewidth=1.8, label=label
-                )
-            else:
-                ax.plot(
-                    steps, values, color=color, marker="o", markersize=3, linewidth=1.5, label=label
-                )
-        ax.set_title(title)
-        ax.set_xlabel("step")
-        ax.set_ylabel(ylabel)
-        ax.grid(True, alpha=0.3)
-        if not plotted:
-            ax.text(
-                0.5,
-                0.5,
-                f"{metric}\nnot logged",
-                ha="center",
-                va="center",
-                transform=ax.transAxes,
-                color="gray",
-            )
-        elif len(runs) > 1:
-            ax.legend(fontsize="small")
+    for ax, panel in zip(axes, PANELS, strict=True):
+        _panel(ax, panel, runs, labels, colors)
     fig.suptitle("rlctl report: " + ", ".join(labels))
 
     output.parent.mkdir(parents=True, exist_ok=True)

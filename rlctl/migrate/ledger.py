@@ -8,6 +8,13 @@ Each leaf key of the resolved verl config ends in exactly one entry:
 * ``ignored`` - rlctl lacks the setting, and the value is not the neutral one, but it does
   not change the math (an offload, a parallel layout, a memory knob): reported, not fatal;
 * ``error`` - rlctl cannot reproduce it faithfully: the migration exits 2 naming the key.
+
+Only what the user changed from verl's defaults is refused (:meth:`Ledger.error`): a key at
+verl's default, or under a table switched off (``enable: false``), is never an error whatever
+rlctl makes of it. :meth:`Ledger.conflict` is for settings that cannot hold together (a
+minibatch that does not divide the step): those are refused even when one side is a default,
+since the user's other setting is what breaks them. :meth:`Ledger.need` asks for an input the
+config cannot give (``--reward``, ``--train-rows``).
 """
 
 from __future__ import annotations
@@ -39,7 +46,9 @@ class Entry:
     key: str
     value: Any
     changed: bool
-    """Set by an override (or moved by one through an interpolation)."""
+    """The user's setting: not verl's default (an override, or their own YAML)."""
+    touched: bool
+    """Set by an override (the script, the overrides file or an argument)."""
     fate: Fate
     note: str
     """mapped: the rlctl key(s); otherwise the reason."""
@@ -78,7 +87,8 @@ class Ledger:
             if fate == "error":
                 old.fate, old.note = fate, note
             return
-        self.entries[key] = Entry(key, self.cfg.get(key), self.cfg.changed(key), fate, note)
+        self.entries[key] = Entry(key, self.cfg.get(key), self.cfg.changed(key),
+                                  key in self.cfg.touched, fate, note)
 
     def take(self, key: str, target: str) -> Any:
         """Read ``key`` and account for it as mapped to the rlctl key ``target``."""
@@ -92,8 +102,28 @@ class Ledger:
         self._record(key, "ignored", reason)
 
     def error(self, key: str, message: str, fix: str = "") -> None:
+        """Refuse ``key``'s value, if the user chose it: a default or a switched-off key is
+        reported, never refused."""
+        switch = self.cfg.off_switch(key)
+        if key in self.cfg and switch is not None:
+            self.entries.pop(key, None)
+            self.drop(key, f"off ({switch} is false)")
+        elif key in self.cfg and not self.cfg.changed(key):
+            self.entries.pop(key, None)
+            self.drop(key, f"verl's default, not refused: {message}")
+            self.notes.append(f"{key} = {self.cfg.get(key)!r} is verl's default, so it is not "
+                              f"refused, but: {message}")
+        else:
+            self.conflict(key, message, fix)
+
+    def conflict(self, key: str, message: str, fix: str = "") -> None:
+        """Refuse a combination that cannot hold, whichever side the user set."""
         self._record(key, "error", message)
         self.problems.append(Problem(key, message, fix))
+
+    def need(self, option: str, message: str, fix: str) -> None:
+        """Ask for an input the config cannot give (``--reward``, ``--train-rows``)."""
+        self.problems.append(Problem(option, message, fix))
 
     def drop_tree(self, prefix: str, reason: str) -> None:
         """Drop every key at or below ``prefix`` that nothing accounted for yet."""
@@ -113,7 +143,7 @@ class Ledger:
         if self.value(key) == expected:
             self.drop(key, f"same as {what}")
         else:
-            self.error(key, f"{self.value(key)!r} differs from {what} ({expected!r}), and rlctl "
+            self.conflict(key, f"{self.value(key)!r} differs from {what} ({expected!r}), and rlctl "
                        "has one setting for both", fix)
 
     # ------------------------------------------------------------------ writing rlctl

@@ -1,8 +1,10 @@
 """The migration report: what became of every verl key, and the batch numbers on both sides.
 
-The printed report lists every key the overrides set and every mapped, ignored or refused
-key; keys dropped at the YAML's own values are summarised by reason. ``full=True`` (the
-``--report FILE`` text) lists those one by one too, so every key is accounted for by name.
+Grouped for the user: what they set (in an override or in their own YAML) and was mapped (to
+which rlctl key), what they set that has no effect here (and why), what is refused (and why;
+the fixes go to stderr), and how many keys are at verl's default. ``full=True`` (``--verbose``
+and the ``--report FILE`` text) lists the defaults one by one too, so every key is accounted
+for by name.
 """
 
 from __future__ import annotations
@@ -24,12 +26,6 @@ def _show(value: Any) -> str:
     elif value is None:
         text = "null"
     return text if len(text) <= _SHOWN else text[:_SHOWN - 3] + "..."
-
-
-def _line(e: Entry, with_note: bool = True) -> str:
-    mark = "*" if e.changed else " "
-    text = f" {mark} {e.key} = {_show(e.value)}"
-    return text + (f": {e.note}" if with_note else "")
 
 
 def _sources(m: Migration) -> str:
@@ -69,64 +65,85 @@ def batch_table(m: Migration, rlctl: Mapping[str, int] | None) -> list[str]:
     return lines
 
 
-def render_report(m: Migration, *, rlctl_derived: Mapping[str, int] | None = None,
-                  full: bool = False) -> str:
-    """The report text (``full``: every dropped key by name)."""
-    lg = m.ledger
+def _header(m: Migration) -> list[str]:
     out = [f"verl config {m.inputs.verl_yaml} + {_sources(m)}"]
     if m.call is not None:
         out.append(f"   launch script {m.call.path}: main_ppo call at line {m.call.line}")
-        for name, value in m.call.defaults_taken.items():
-            out.append(f"   ${name} unset: the script's default {value!r} "
-                       f"(--var {name}=... to change it)")
+        taken = [f"{name}={value}" for name, value in m.call.defaults_taken.items()]
+        if taken:
+            out.append("   the script's defaults used (--var NAME=VALUE changes one): "
+                       + ", ".join(taken))
         if m.call.passes_extra_args:
             out.append("   the call forwards \"$@\": give extra overrides as arguments")
-    if m.problems and lg is None:
+    lg = m.ledger
+    if lg is not None:
+        out.append(f"   verl's defaults: {lg.cfg.baseline.how}")
+        for g in lg.cfg.groups:
+            out.append(f"   {g.text} ({g.origin}): {g.note}")
+        for o in lg.cfg.hydra_keys:
+            out.append(f"   {o.text}: Hydra's own setting, not part of the run's config")
+        for key, o in lg.cfg.deleted.items():
+            out.append(f"   {o.text} ({o.origin}): {key} deleted; the migration reads it as "
+                       "unset (verl falls back to its code's default)")
+    return out
+
+
+def _yours(e: Entry) -> str:
+    mark = "*" if e.touched else "y"
+    return f" {mark} {e.key} = {_show(e.value)}"
+
+
+def _by_reason(entries: list[Entry]) -> list[str]:
+    """Default keys summarised: how many, by what became of them."""
+    reasons: dict[str, int] = defaultdict(int)
+    for e in entries:
+        reasons["mapped to the recipe" if e.fate == "mapped" else
+                "no effect in rlctl" if e.fate == "dropped" else
+                "unsupported, no effect on the math"] += 1
+    return [f"   {n:4} {why}" for why, n in sorted(reasons.items(), key=lambda kv: -kv[1])]
+
+
+def render_report(m: Migration, *, rlctl_derived: Mapping[str, int] | None = None,
+                  full: bool = False) -> str:
+    """The report text, grouped for the user: what they set (mapped, no effect, refused), and
+    how many keys are at verl's default (``full``: each of those too)."""
+    lg = m.ledger
+    out = _header(m)
+    if lg is None:
         return "\n".join(out) + "\n"
-    assert lg is not None
-    by_fate: dict[str, list[Entry]] = defaultdict(list)
-    for e in sorted(lg.entries.values(), key=lambda e: e.key):
-        by_fate[e.fate].append(e)
-    total = len(lg.entries)
-    changed = sum(e.changed for e in lg.entries.values())
-    out.append(f"   {total} verl keys, {changed} set by the overrides (*): "
-               f"{len(by_fate['mapped'])} mapped, {len(by_fate['dropped'])} dropped (no effect "
-               f"in rlctl), {len(by_fate['ignored'])} unsupported but no effect on the math, "
-               f"{len(by_fate['error'])} refused")
-    for o in lg.cfg.hydra_keys:
-        out.append(f"   {o.text}: Hydra's own setting, not part of the run's config")
+    entries = sorted(lg.entries.values(), key=lambda e: e.key)
+    refused = [e for e in entries if e.fate == "error"]
+    yours = [e for e in entries if e.changed and e.fate != "error"]
+    mapped = [e for e in yours if e.fate == "mapped"]
+    no_effect = [e for e in yours if e.fate in ("dropped", "ignored")]
+    default = [e for e in entries if not e.changed and e.fate != "error"]
+    out.append(f"   {len(entries)} verl keys: {len(mapped) + len(no_effect)} set by you and "
+               f"migrated ({len(mapped)} mapped, {len(no_effect)} with no effect here), "
+               f"{len(refused)} refused, {len(default)} at verl's default")
     table = batch_table(m, rlctl_derived)
     if table:
         out += ["", *table]
     if lg.notes:
         out += ["", "notes:", *[f"   {n}" for n in lg.notes]]
-    if by_fate["error"]:
-        out += ["", f"refused ({len(by_fate['error'])}): cannot be migrated faithfully"]
-        out += [_line(e) for e in by_fate["error"]]
-    out += ["", f"mapped ({len(by_fate['mapped'])}): verl key = value -> rlctl key"]
-    out += [_line(e, False) + f" -> {e.note}" for e in by_fate["mapped"]]
-    if by_fate["ignored"]:
-        out += ["", f"unsupported, ignored ({len(by_fate['ignored'])}): no effect on the math"]
-        out += [_line(e) for e in by_fate["ignored"]]
-    dropped_set = [e for e in by_fate["dropped"] if e.changed]
-    dropped_default = [e for e in by_fate["dropped"] if not e.changed]
-    if dropped_set:
-        out += ["", f"dropped, set by the overrides ({len(dropped_set)}): no effect in rlctl"]
-        out += [_line(e) for e in dropped_set]
-    if dropped_default:
-        out += ["", f"dropped at the YAML's values ({len(dropped_default)}): no effect in rlctl"]
-        if full:
-            out += [_line(e) for e in dropped_default]
-        else:
-            reasons: dict[str, list[str]] = defaultdict(list)
-            for e in dropped_default:
-                reasons[e.note].append(e.key)
-            ranked = sorted(reasons.items(), key=lambda kv: (-len(kv[1]), kv[0]))
-            rest = [keys for _, keys in ranked if len(keys) < 3]
-            for reason, keys in ranked:
-                if len(keys) >= 3:
-                    out.append(f"   {len(keys):4} {reason}")
-            if rest:
-                out.append(f"   {sum(map(len, rest)):4} for {len(rest)} other reasons")
-            out.append("   (`--report FILE` lists each key with its reason)")
+    legend = "(*: set by an override; y: in your YAML, not verl's default)"
+    if refused:
+        fixes = {p.key: p.fix for p in m.problems if p.fix}
+        out += ["", f"refused ({len(refused)}): cannot be migrated faithfully; why, and the fix"]
+        for e in refused:
+            out.append((_yours(e) if e.changed else f"   {e.key} = {_show(e.value)}")
+                       + f": {e.note}")
+            if e.key in fixes:
+                out.append(f"       fix: {fixes[e.key]}")
+    out += ["", f"set by you and mapped ({len(mapped)}): verl key = value -> rlctl key {legend}"]
+    out += [_yours(e) + f" -> {e.note}" for e in mapped]
+    if no_effect:
+        out += ["", f"set by you, no effect here ({len(no_effect)}): why"]
+        out += [_yours(e) + f": {e.note}" for e in no_effect]
+    out += ["", f"at verl's default ({len(default)}):"]
+    if full:
+        out += [f"   {e.key} = {_show(e.value)}" + (f" -> {e.note}" if e.fate == "mapped"
+                                                     else f": {e.note}") for e in default]
+    else:
+        out += _by_reason(default)
+        out.append("   (--verbose, or the --report file, lists each)")
     return "\n".join(out) + "\n"

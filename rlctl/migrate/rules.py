@@ -194,6 +194,8 @@ RULES: tuple[Rule, ...] = (
     perf("actor_rollout_ref.rollout.data_parallel_size", (1,), "rollout layout"),
     perf("actor_rollout_ref.rollout.expert_parallel_size", (1,), "rollout layout"),
     perf("actor_rollout_ref.rollout.pipeline_model_parallel_size", (1,), "rollout layout"),
+    perf("actor_rollout_ref.rollout.moe_tensor_parallel_size", (None, 1), "rollout layout (the "
+         "experts' tensor parallelism in the rollout server)"),
     perf("actor_rollout_ref.rollout.engine_kwargs.*", ({}, None), "extra engine arguments "
          "(pass them in [engines.rollout.options] extra_args)"),
     only("actor_rollout_ref.rollout.agent.agent_loop_config_path", (None,), "custom agent loops"),
@@ -240,6 +242,19 @@ RULES: tuple[Rule, ...] = (
     only("reward_model.sandbox_fusion.url", (None,), "sandboxed code execution"),
     drop("reward_model.launch_reward_fn_async", "reward scheduling (speed)"),
     drop("reward_model.*", "reward models are off"),
+    # verl v0.7.1+ keeps them under reward.* (the legacy keys above are copied there)
+    only("reward.reward_manager.name", ("naive",), "reward shaping by this reward manager "
+         "(naive and dapo are mapped)"),
+    only("reward.reward_kwargs.*", OFF, "reward-manager arguments (the dapo manager's "
+         "overlong_buffer_cfg and max_resp_len are mapped)"),
+    only("reward.reward_kwargs", ({},), "reward-manager arguments"),
+    only("reward.reward_manager.source", ("register",), "a custom reward manager"),
+    only("reward.reward_manager.module.path", (None,), "a custom reward manager"),
+    drop("reward.reward_manager.module.name", "no custom reward manager"),
+    only("reward.sandbox_fusion.url", (None,), "sandboxed code execution"),
+    drop("reward.sandbox_fusion.*", "sandboxed code execution is off"),
+    drop("reward.reward_model.*", "the reward model is off"),
+    drop("reward.num_workers", "reward workers (speed)"),
     drop("algorithm.filter_groups._target_", "verl's dataclass to build"),
     # algorithm
     only("algorithm.use_pf_ppo", (False,), "preference-feedback PPO re-weighting"),
@@ -270,18 +285,22 @@ def _off_like(value: Any) -> bool:
 
 
 def apply_rules(lg: Ledger) -> None:
-    """Account for every key the translators left, by :data:`RULES` or as unknown."""
+    """Account for every key the translators left, by :data:`RULES` or as unknown.
+
+    A key at verl's default, or under a table switched off (``enable: false``), is never
+    refused: only what the user set can be.
+    """
     for key in list(lg.cfg.values):
         if key in lg.entries:
             continue
         value = lg.value(key)
+        switch = lg.cfg.off_switch(key)
+        if switch is not None:
+            lg.drop(key, f"off ({switch} is false)")
+            continue
         rule = next((r for r in RULES if fnmatchcase(key, r.pattern)), None)
         if rule is None:
-            if _off_like(value):
-                lg.drop(key, "a key rlctl does not know, at an off value (assumed off)")
-            else:
-                lg.error(key, f"{value!r}: a verl key rlctl does not know, so it cannot tell "
-                         "what it changes", "remove the override, or report the key to rlctl")
+            _unknown(lg, key, value)
         elif rule.kind == "drop":
             lg.drop(key, rule.reason)
         elif value in rule.values:
@@ -290,7 +309,28 @@ def apply_rules(lg: Ledger) -> None:
         elif rule.kind == "perf":
             lg.ignore(key, f"{value!r}: {rule.reason}; rlctl lacks it (no effect on the math)")
         else:
-            fix = ("remove the override" if _off_like(rule.values[0])
-                   else f"set it to {rule.values[0]!r}")
             lg.error(key, f"{value!r}: {rule.reason}, which rlctl cannot reproduce",
-                     f"{fix}, or keep this run on verl")
+                     f"{_fix(lg, key, rule.values[0])}, or keep this run on verl")
+
+
+def _unknown(lg: Ledger, key: str, value: Any) -> None:
+    if not lg.cfg.changed(key):
+        lg.drop(key, "verl's default (a key rlctl does not know)")
+    elif _off_like(value):
+        lg.drop(key, "a key rlctl does not know, at an off value (assumed off)")
+    else:
+        lg.error(key, f"{value!r}: a verl key rlctl does not know, so it cannot tell what "
+                 "it changes", f"{_fix(lg, key, None)}, or report the key to rlctl")
+
+
+def _fix(lg: Ledger, key: str, neutral: Any) -> str:
+    """How to undo the user's setting: the override that made it, or the value to put back."""
+    override = lg.cfg.touched.get(key)
+    if override is not None:
+        if neutral is None or _off_like(neutral):
+            return f"remove {override.text!r} ({override.origin})"
+        return f"set it to {neutral!r}"
+    target = neutral if neutral is not None else lg.cfg.defaults.get(key)
+    if neutral is not None or key in lg.cfg.defaults:
+        return f"set it back to {target!r} in the YAML"
+    return "remove it from the YAML"

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlctl.migrate.inputs import InputError, read_text
 from rlctl.migrate.ledger import Ledger, Problem
 from rlctl.migrate.shell import ScriptCall, ScriptError, read_script
 from rlctl.migrate.translate_algorithm import (
@@ -28,7 +29,7 @@ from rlctl.migrate.translate_engines import (
     translate_schedule,
 )
 from rlctl.migrate.translate_optim import put_optim, read_optim, translate_critic
-from rlctl.migrate.translate_reward_model import translate_reward_model
+from rlctl.migrate.translate_reward_model import reward_keys, translate_reward_model
 from rlctl.migrate.verl_config import Override, VerlConfigError, load_verl_config
 
 
@@ -45,6 +46,8 @@ class Inputs:
     """``--var NAME=VALUE``: the environment the script reads."""
     rewards: Sequence[str] = ()
     train_rows: int | None = None
+    verl_version: str | None = None
+    """``--verl-version``: the release whose defaults the config is compared with."""
 
 
 @dataclass
@@ -57,6 +60,8 @@ class Migration:
     overrides: list[Override]
     verl_batch: VerlBatch | None = None
     problems: list[Problem] = field(default_factory=list)
+    input_error: str | None = None
+    """An input that cannot be read as what it should be (one line; nothing else is done)."""
 
     @property
     def recipe(self) -> dict[str, Any]:
@@ -64,39 +69,42 @@ class Migration:
 
 
 def gather_overrides(inputs: Inputs) -> tuple[list[Override], ScriptCall | None, list[Problem]]:
-    """Script overrides, then the file's, then the arguments (later ones win, as in Hydra)."""
+    """Script overrides, then the file's, then the arguments (later ones win, as in Hydra).
+
+    Raises :class:`ScriptError` / :class:`InputError` for a script or file that cannot be read.
+    """
     out: list[Override] = []
     problems: list[Problem] = []
     call = None
     if inputs.script is not None:
-        try:
-            call = read_script(inputs.script, inputs.variables)
-        except (ScriptError, OSError) as exc:
-            return [], None, [Problem("--verl-script", str(exc))]
-        for name, uses in call.unresolved.items():
-            where = "; ".join(uses[:2]) + (" ..." if len(uses) > 2 else "")
-            problems.append(
-                Problem(
-                    name if name.startswith(("$", "`")) else f"${name}",
-                    f"shell variable not set by the script (used in: {where})",
-                    f"pass --var {name}=VALUE (the migration never guesses it)"
-                    if not name.startswith(("$", "`"))
-                    else "replace the command substitution with its value in an override",
-                )
-            )
+        call = read_script(inputs.script, inputs.variables)
+        problems += [_unresolved(call, name, uses) for name, uses in call.unresolved.items()]
         name = Path(inputs.script).name
         out += [Override(o, name) for o in call.overrides]
     if inputs.overrides_file is not None:
-        try:
-            lines = Path(inputs.overrides_file).read_text(encoding="utf-8").splitlines()
-        except OSError as exc:
-            return [], call, [Problem("--overrides-file", f"cannot read it: {exc}")]
+        lines = read_text(Path(inputs.overrides_file), "overrides file").splitlines()
         for number, line in enumerate(lines, start=1):
             text = line.strip()
             if text and not text.startswith("#"):
                 out.append(Override(text, f"{Path(inputs.overrides_file).name}:{number}"))
     out += [Override(o, "argument") for o in inputs.overrides]
     return out, call, problems
+
+
+def _unresolved(call: ScriptCall, name: str, uses: tuple[str, ...]) -> Problem:
+    """A script variable nothing set: which overrides need it, and how to give it."""
+    where = "; ".join(uses[:2]) + (" ..." if len(uses) > 2 else "")
+    if not name.startswith(("$", "`")):
+        branch = call.branches.get(name)
+        why = (f"the script branches on it ({branch}) and sets what these use differently"
+               if branch else "shell variable not set by the script")
+        return Problem(f"${name}", f"{why} (used in: {where})",
+                       f"pass --var {name}=VALUE (the migration never guesses it)")
+    # a $(command) in a variable's default: setting the variable skips it
+    owners = [v for v, default in call.defaults_taken.items() if name in default]
+    fix = (f"pass --var {owners[0]}=VALUE (its default runs {name})" if owners
+           else "replace the command substitution with its value in an override")
+    return Problem(name, f"a command the migration does not run (used in: {where})", fix)
 
 
 def _registry_names() -> dict[str, list[str]]:
@@ -108,18 +116,21 @@ def _registry_names() -> dict[str, list[str]]:
 
 def migrate(inputs: Inputs) -> Migration:
     """Run every translator; the result has problems, or a recipe for every key accounted."""
-    overrides, call, problems = gather_overrides(inputs)
+    try:
+        overrides, call, problems = gather_overrides(inputs)
+    except (ScriptError, InputError) as exc:
+        return Migration(inputs, None, None, [], input_error=str(exc))
     migration = Migration(inputs, None, call, overrides, problems=problems)
     if problems:
         return migration
     try:
-        cfg = load_verl_config(inputs.verl_yaml, overrides)
+        cfg = load_verl_config(inputs.verl_yaml, overrides, config_name=_config_name(call),
+                               verl_version=inputs.verl_version)
     except VerlConfigError as exc:
-        migration.problems.append(Problem(str(inputs.verl_yaml), str(exc)))
+        migration.input_error = str(exc)
         return migration
     lg = Ledger(cfg)
     migration.ledger = lg
-    _config_name_matches(lg, call)
     names = _registry_names()
     layout = translate_layout(lg)
     estimator = translate_estimator(lg, names["advantage_estimator"])
@@ -142,9 +153,10 @@ def migrate(inputs: Inputs) -> Migration:
         translate_rollout(lg, layout)
         log_prob_micro(lg, batch.data_parallel_size if batch else layout.world)
     translate_model(lg)
-    reward_model = translate_reward_model(lg)
-    translate_data(lg, list(inputs.rewards), names["reward_function"], reward_model)
-    translate_reward_manager(lg, reward_model is not None)
+    reward = reward_keys(lg)
+    reward_model = translate_reward_model(lg, reward)
+    translate_data(lg, list(inputs.rewards), names["reward_function"], reward_model, reward.custom)
+    translate_reward_manager(lg, reward_model is not None, reward)
     translate_dynamic_sampling(lg, list(inputs.rewards), reward_model is not None)
     translate_schedule(lg, steps)
     translate_run(lg, layout.backend if layout else None)
@@ -166,36 +178,42 @@ def _clip_agrees(lg: Ledger) -> None:
                  "set both to the same value")
 
 
-def _config_name_matches(lg: Ledger, call: ScriptCall | None) -> None:
+def _config_name(call: ScriptCall | None) -> str | None:
     if call is None:
-        return
-    name = call.hydra_flags.get("--config-name") or call.hydra_flags.get("-cn") or ""
-    strategy = lg.value("actor_rollout_ref.actor.strategy")
-    wants_megatron = "megatron" in name
-    if wants_megatron != (strategy == "megatron"):
-        lg.problems.append(Problem(
-            "--config-name", f"the script composes {name or 'ppo_trainer'}, but the YAML given "
-            f"is a {strategy} config", "give the matching _generated_*.yaml"))
+        return None
+    return call.hydra_flags.get("--config-name") or call.hydra_flags.get("-cn")
 
 
 def _count_rows(lg: Ledger) -> int | None:
-    """Rows of the training files when they are here to count (parquet metadata, JSONL lines)."""
+    """Rows of the training files when they are here to count (parquet metadata, JSONL lines);
+    None when any is missing or unreadable (then --train-rows is asked for)."""
     files = lg.value("data.train_files")
     files = [files] if isinstance(files, str) else list(files or [])
     total = 0
     for name in files:
         path = Path(str(name)).expanduser()
-        if not path.is_file():
+        rows = _rows_in(path) if path.is_file() else None
+        if rows is None:
             return None
-        if path.suffix == ".parquet":
-            try:
-                import pyarrow.parquet as pq
-            except ImportError:
-                return None
-            total += pq.ParquetFile(path).metadata.num_rows
-        elif path.suffix == ".jsonl":
-            with path.open(encoding="utf-8") as fh:
-                total += sum(1 for line in fh if line.strip())
-        else:
-            return None
+        total += rows
     return total if files else None
+
+
+def _rows_in(path: Path) -> int | None:
+    if path.suffix == ".parquet":
+        try:
+            import pyarrow.parquet as pq
+            from pyarrow import ArrowException
+        except ImportError:
+            return None
+        try:
+            return pq.ParquetFile(path).metadata.num_rows
+        except (ArrowException, OSError):
+            return None
+    if path.suffix == ".jsonl":
+        try:
+            with path.open(encoding="utf-8") as fh:
+                return sum(1 for line in fh if line.strip())
+        except (OSError, UnicodeDecodeError):
+            return None
+    return None

@@ -95,10 +95,10 @@ def translate_batch(lg: Ledger, world: int, model_parallel: int) -> VerlBatch | 
     lg.take(f"{A}.ppo_epochs", "algorithm.epochs")
     if not (prompts and n and mini and epochs) or min(prompts, n, mini, epochs) < 1:
         if not lg.problems:
-            lg.error("data.train_batch_size", "batch sizes must be positive integers")
+            lg.conflict("data.train_batch_size", "batch sizes must be positive integers")
         return None
     if mini > prompts or prompts % mini:
-        lg.error(f"{A}.ppo_mini_batch_size",
+        lg.conflict(f"{A}.ppo_mini_batch_size",
                  f"{prompts} prompts per step (data.train_batch_size) do not split into equal "
                  f"minibatches of {mini} prompts; verl would run a smaller last minibatch "
                  "(or refuse), rlctl's minibatches are equal",
@@ -106,7 +106,7 @@ def translate_batch(lg: Ledger, world: int, model_parallel: int) -> VerlBatch | 
         return None
     dp = max(world // model_parallel, 1)
     if (mini * n) % dp:
-        lg.error(f"{A}.ppo_mini_batch_size",
+        lg.conflict(f"{A}.ppo_mini_batch_size",
                  f"a minibatch of {mini} prompts x {n} = {mini * n} samples does not split over "
                  f"{dp} data-parallel ranks; verl would floor it to "
                  f"{(mini * n) // dp} per rank and train on fewer samples",
@@ -132,7 +132,7 @@ def _micro_batch(lg: Ledger, dp: int, per_rank: int, dynamic: bool) -> int | Non
     global_mb = _int(lg, f"{A}.ppo_micro_batch_size")
     target = "engines.train.micro_batch_size"
     if per_gpu is not None and global_mb is not None and not dynamic:
-        lg.error(f"{A}.ppo_micro_batch_size", "both ppo_micro_batch_size and "
+        lg.conflict(f"{A}.ppo_micro_batch_size", "both ppo_micro_batch_size and "
                  "ppo_micro_batch_size_per_gpu are set; verl refuses this",
                  "remove the deprecated actor.ppo_micro_batch_size")
         return None
@@ -157,7 +157,7 @@ def _micro_batch(lg: Ledger, dp: int, per_rank: int, dynamic: bool) -> int | Non
         micro = max(tokens // max(longest, 1), 1)
         origin = f"ppo_max_token_len_per_gpu {tokens} // (prompt + response {longest}) tokens"
     else:
-        lg.error(f"{A}.ppo_micro_batch_size_per_gpu", "no micro-batch size: verl refuses a "
+        lg.conflict(f"{A}.ppo_micro_batch_size_per_gpu", "no micro-batch size: verl refuses a "
                  "config without ppo_micro_batch_size_per_gpu unless use_dynamic_bsz is on",
                  "set actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu")
         return None
@@ -170,7 +170,7 @@ def _micro_batch(lg: Ledger, dp: int, per_rank: int, dynamic: bool) -> int | Non
     else:
         lg.drop(f"{A}.ppo_max_token_len_per_gpu", "used only with use_dynamic_bsz")
         if per_rank % micro:
-            lg.error(f"{A}.ppo_micro_batch_size_per_gpu",
+            lg.conflict(f"{A}.ppo_micro_batch_size_per_gpu",
                      f"{per_rank} samples per rank and minibatch do not split into micro-batches "
                      f"of {micro}; verl asserts on this", f"choose a divisor of {per_rank}")
             return None
@@ -292,7 +292,7 @@ def translate_kl(lg: Ledger) -> None:
     loss_keys = [f"{A}.kl_loss_coef", f"{A}.kl_loss_type"]
     reward_keys = ["algorithm.kl_penalty", *lg.cfg.under("algorithm.kl_ctrl")]
     if in_loss and in_reward:
-        lg.error(f"{A}.use_kl_loss", "the KL is both in the loss (actor.use_kl_loss) and in "
+        lg.conflict(f"{A}.use_kl_loss", "the KL is both in the loss (actor.use_kl_loss) and in "
                  "the reward (algorithm.use_kl_in_reward); rlctl puts it in one place",
                  "turn one of them off")
         return

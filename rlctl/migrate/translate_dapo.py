@@ -20,9 +20,9 @@ from __future__ import annotations
 from typing import Any
 
 from rlctl.migrate.ledger import Ledger
+from rlctl.migrate.translate_reward_model import RewardKeys
 
 FG = "algorithm.filter_groups"
-KW = "reward_model.reward_kwargs"
 DS = "algorithm.dynamic_sampling"
 # verl's `acc` is a key of the reward function's dict; rlctl's built-ins name it differently
 ACC = {"exact_match": "exact_match", "digits_match": "digits_match/exact", "gsm8k": "gsm8k"}
@@ -35,7 +35,7 @@ def translate_dynamic_sampling(lg: Ledger, rewards: list[str], reward_model: boo
         for key in (f"{FG}.metric", f"{FG}.max_num_gen_batches"):
             lg.drop(key, "filter_groups is off")
         if lg.value(gen) not in (None, lg.value("data.train_batch_size")):
-            lg.error(gen, f"{lg.value(gen)} prompts per step generated and trained on (verl's "
+            lg.conflict(gen, f"{lg.value(gen)} prompts per step generated and trained on (verl's "
                      "dataloader batch) while train_batch_size is "
                      f"{lg.value('data.train_batch_size')}: rlctl has one prompt count per step",
                      "set data.gen_batch_size to data.train_batch_size, or enable "
@@ -49,7 +49,7 @@ def translate_dynamic_sampling(lg: Ledger, rewards: list[str], reward_model: boo
         lg.put(f"{DS}.metric", metric, f"{FG}.metric")
     cap = lg.take(f"{FG}.max_num_gen_batches", f"{DS}.max_draws")
     if not isinstance(cap, int) or isinstance(cap, bool) or cap <= 0:
-        lg.error(f"{FG}.max_num_gen_batches", f"{cap!r}: verl keeps generating without a limit; "
+        lg.conflict(f"{FG}.max_num_gen_batches", f"{cap!r}: verl keeps generating without a limit; "
                  "rlctl bounds every wait", "set a positive cap, e.g. 10 (DAPO's)")
     else:
         lg.put(f"{DS}.max_draws", cap, f"{FG}.max_num_gen_batches")
@@ -63,19 +63,19 @@ def _metric(lg: Ledger, rewards: list[str], reward_model: bool) -> str | None:
     metric = lg.take(key, f"{DS}.metric")
     if metric in ("seq_reward", "seq_final_reward"):
         if metric == "seq_final_reward" and lg.value("algorithm.use_kl_in_reward"):
-            lg.error(key, "seq_final_reward with the KL in the reward: verl filters on the "
+            lg.conflict(key, "seq_final_reward with the KL in the reward: verl filters on the "
                      "score minus the KL penalty, rlctl on the score", "use seq_reward")
             return None
         return "score"
     if metric is None:
-        lg.error(key, "unset: verl's filter needs a metric", "set it, e.g. seq_reward or acc")
+        lg.conflict(key, "unset: verl's filter needs a metric", "set it, e.g. seq_reward or acc")
         return None
     if reward_model:
-        lg.error(key, f'"{metric}": a key of the reward function\'s result, which verl does '
+        lg.conflict(key, f'"{metric}": a key of the reward function\'s result, which verl does '
                  "not compute when the reward model scores", "use seq_reward")
         return None
     if len(rewards) != 1:
-        lg.error(key, f'"{metric}": a key of the reward function\'s result, and --reward names '
+        lg.conflict(key, f'"{metric}": a key of the reward function\'s result, and --reward names '
                  f"{len(rewards)} rewards", "name one --reward, or use seq_reward")
         return None
     name = rewards[0]
@@ -93,37 +93,42 @@ def _metric(lg: Ledger, rewards: list[str], reward_model: bool) -> str | None:
 # --------------------------------------------------------------------------- overlong
 
 
-def translate_reward_manager(lg: Ledger, reward_model: bool) -> None:
+def translate_reward_manager(lg: Ledger, reward_model: bool, keys: RewardKeys) -> None:
     """verl's reward manager: ``naive`` (nothing to map) or ``dapo`` (the overlong buffer)."""
-    manager = lg.value("reward_model.reward_manager")
+    manager = lg.value(keys.manager)
     if manager != "dapo":
         return  # naive is dropped by the rules; any other manager is refused there
-    lg.take("reward_model.reward_manager", "algorithm.overlong")
+    lg.take(keys.manager, "algorithm.overlong")
     lg.take("reward_manager.name", "algorithm.overlong")
-    if f"{KW}.overlong_buffer_cfg.enable" in lg.cfg:
-        cfg, max_len_key = f"{KW}.overlong_buffer_cfg", f"{KW}.max_resp_len"
+    kw = keys.kwargs
+    if f"{kw}.overlong_buffer_cfg.enable" in lg.cfg:
+        cfg, max_len_key = f"{kw}.overlong_buffer_cfg", f"{kw}.max_resp_len"
     elif "reward_model.overlong_buffer.enable" in lg.cfg:  # verl's DAPO recipe config
         cfg, max_len_key = "reward_model.overlong_buffer", "data.max_response_length"
+    elif keys.new:  # v0.7.1+: the dapo manager without the buffer punishes nothing
+        lg.notes.append(f"{keys.manager} = dapo without overlong_buffer_cfg: no overlong "
+                        "punishment (verl's dapo manager then scores like naive)")
+        return
     else:
-        lg.error("reward_model.reward_manager", "dapo without overlong_buffer_cfg: verl's dapo "
-                 "manager reads overlong_buffer_cfg.enable", "add "
-                 f"+{KW}.overlong_buffer_cfg.enable=False, or use the naive manager")
+        lg.conflict(keys.manager, "dapo without overlong_buffer_cfg: verl's dapo "
+                    "manager reads overlong_buffer_cfg.enable", "add "
+                    f"+{kw}.overlong_buffer_cfg.enable=False, or use the naive manager")
         return
     lg.drop(f"{cfg}.log", "metrics only: rlctl always logs reward/overlong")
     if not lg.take(f"{cfg}.enable", "algorithm.overlong.buffer_len"):
         for name in ("len", "penalty_factor"):
             lg.drop(f"{cfg}.{name}", "the overlong buffer is off")
-        lg.drop(f"{KW}.max_resp_len", "the overlong buffer is off")
+        lg.drop(f"{kw}.max_resp_len", "the overlong buffer is off")
         return
     if reward_model:
-        lg.error(f"{cfg}.enable", "the dapo manager returns the reward model's score alone, "
+        lg.conflict(f"{cfg}.enable", "the dapo manager returns the reward model's score alone, "
                  "without the overlong punishment; rlctl would add it",
                  "turn the overlong buffer off (it does nothing in verl with a reward model)")
         return
-    _overlong(lg, cfg, max_len_key)
+    _overlong(lg, cfg, max_len_key, kw)
 
 
-def _overlong(lg: Ledger, cfg: str, max_len_key: str) -> None:
+def _overlong(lg: Ledger, cfg: str, max_len_key: str, kw: str) -> None:
     length = lg.take(f"{cfg}.len", "algorithm.overlong.buffer_len")
     factor = lg.take(f"{cfg}.penalty_factor", "algorithm.overlong.penalty_factor")
     max_len = lg.value(max_len_key)
@@ -131,19 +136,19 @@ def _overlong(lg: Ledger, cfg: str, max_len_key: str) -> None:
     lg.take(max_len_key, "algorithm.overlong.max_tokens" + (" (= rollout.max_new_tokens, unset)"
                                                            if same else ""))
     if max_len is None:
-        lg.error(max_len_key, "unset: verl's dapo manager asserts max_resp_len is given with "
-                 "overlong_buffer_cfg", f"set +{KW}.max_resp_len (the response length)")
+        lg.conflict(max_len_key, "unset: verl's dapo manager asserts max_resp_len is given with "
+                    "overlong_buffer_cfg", f"set +{kw}.max_resp_len (the response length)")
         return
     if not _positive_int(length):
-        lg.error(f"{cfg}.len", f"{length!r}: the buffer length must be a positive number of "
+        lg.conflict(f"{cfg}.len", f"{length!r}: the buffer length must be a positive number of "
                  "tokens (verl divides by it)", "give the buffer in tokens, e.g. 4096")
         return
     if isinstance(factor, bool) or not isinstance(factor, int | float) or factor < 0:
-        lg.error(f"{cfg}.penalty_factor", f"{factor!r}: the penalty must be a number >= 0",
+        lg.conflict(f"{cfg}.penalty_factor", f"{factor!r}: the penalty must be a number >= 0",
                  "give it, e.g. 1.0 (DAPO's)")
         return
     if length > max_len:
-        lg.error(f"{cfg}.len", f"{length} tokens, longer than max_resp_len {max_len}: verl "
+        lg.conflict(f"{cfg}.len", f"{length} tokens, longer than max_resp_len {max_len}: verl "
                  "warns that every response is punished; rlctl refuses", f"use <= {max_len}")
         return
     lg.put("algorithm.overlong.buffer_len", int(length), f"{cfg.removeprefix('reward_model.')}.len")

@@ -36,6 +36,8 @@ class Layout:
     """rlctl training engine: ``fsdp`` or ``megatron``."""
     model_parallel: int
     """Ranks sharing one copy of the model: TP x PP x CP (megatron) or the Ulysses SP size."""
+    per_node: int = 8
+    """trainer.n_gpus_per_node."""
 
 
 def translate_layout(lg: Ledger) -> Layout | None:
@@ -70,7 +72,7 @@ def translate_layout(lg: Ledger) -> Layout | None:
         mp = _megatron(lg)
     else:
         mp = _fsdp(lg)
-    return Layout(world, backend, mp)
+    return Layout(world, backend, mp, per_node)
 
 
 def _fsdp(lg: Ledger) -> int:
@@ -145,42 +147,69 @@ def _megatron(lg: Ledger) -> int:
     else:
         lg.ignore(f"{mc}.dtype", "rlctl's megatron engine computes in model.dtype (float32 "
                   "keeps verl's fp32 master weights; verl computes in bf16)")
-    for k in ("tensor_model_parallel_size", "pipeline_model_parallel_size",
-              "virtual_pipeline_model_parallel_size", "context_parallel_size",
-              "expert_model_parallel_size"):
-        for role in ((f"{REF}.megatron", "critic.megatron") if critic_enabled(lg)
-                     else (f"{REF}.megatron",)):
-            if f"{role}.{k}" in lg.cfg:
-                lg.same_or_ignore(f"{role}.{k}", lg.value(f"{mc}.{k}"),
-                                  "the actor's layout (one [engines.train.options])")
+    _role_layouts(lg, mc)
     pp = int(sizes["pipeline_parallel"] or 1)
     cp = int(lg.value(f"{mc}.context_parallel_size") or 1)
     return tp * pp * cp  # verl's data-parallel size is world / (TP x PP x CP)
 
 
+def _role_layouts(lg: Ledger, mc: str) -> None:
+    """The ref's (and critic's) parallel layout: rlctl has one, the actor's."""
+    roles = (f"{REF}.megatron", "critic.megatron") if critic_enabled(lg) else (f"{REF}.megatron",)
+    for k in ("tensor_model_parallel_size", "pipeline_model_parallel_size",
+              "virtual_pipeline_model_parallel_size", "context_parallel_size",
+              "expert_model_parallel_size"):
+        for role in roles:
+            if f"{role}.{k}" in lg.cfg:
+                lg.same_or_ignore(f"{role}.{k}", lg.value(f"{mc}.{k}"),
+                                  "the actor's layout (one [engines.train.options])")
+
+
 # --------------------------------------------------------------------------- rollout
+
+
+def _agent_workers(verl_workers: int, replicas: int, tp: int, per_node: int) -> int:
+    """verl's agent-loop workers all share every server; rlctl's each own an equal share of
+    them, started on its node: the count dividing ``replicas`` whose share tiles a node,
+    nearest verl's (fewer first)."""
+    fits = [d for d in range(1, replicas + 1)
+            if replicas % d == 0 and per_node % ((replicas // d) * tp) == 0]
+    if not fits:
+        return replicas  # one server per worker: placement names what does not fit
+    return min(fits, key=lambda d: (abs(d - verl_workers), d > verl_workers))
 
 
 def translate_rollout(lg: Ledger, layout: Layout) -> None:
     name = lg.take(f"{R}.name", "engines.rollout.backend")
     backend = ROLLOUT_ENGINES.get(name)
+    if name == "???":
+        lg.need(f"{R}.name", "unset (??? in verl's config: verl needs it too)",
+                "set actor_rollout_ref.rollout.name=vllm (or sglang)")
+        return
     if backend is None:
         lg.error(f"{R}.name", f'"{name}": rlctl has the vllm, sglang and hf rollout engines',
                  "set actor_rollout_ref.rollout.name=vllm")
         return
     lg.put("engines.rollout.backend", backend, "actor_rollout_ref.rollout.name")
-    workers = lg.take(f"{R}.agent.num_workers", "engines.rollout.agent_workers")
-    lg.put("engines.rollout.agent_workers", int(workers), "rollout.agent.num_workers")
+    workers = int(lg.take(f"{R}.agent.num_workers", "engines.rollout.agent_workers"))
     opts = "engines.rollout.options"
     tp = int(lg.take(f"{R}.tensor_model_parallel_size", "engines.rollout.replicas"))
     server = backend != "hf"
+    if not server:
+        lg.put("engines.rollout.agent_workers", workers, "rollout.agent.num_workers")
     if server:
         if layout.world % tp:
-            lg.error(f"{R}.tensor_model_parallel_size", f"{layout.world} GPUs do not split into "
+            lg.conflict(f"{R}.tensor_model_parallel_size", f"{layout.world} GPUs do not split into "
                      f"rollout replicas of {tp}", "choose a tensor_model_parallel_size dividing "
                      "the GPU count")
             return
-        lg.put("engines.rollout.replicas", layout.world // tp,
+        replicas = layout.world // tp
+        shared = _agent_workers(workers, replicas, tp, layout.per_node)
+        lg.put("engines.rollout.agent_workers", shared,
+               "rollout.agent.num_workers" if shared == workers else
+               f"rollout.agent.num_workers {workers}, each owning {replicas // shared} of "
+               f"{replicas} servers")
+        lg.put("engines.rollout.replicas", replicas,
                f"{layout.world} GPUs / rollout.tensor_model_parallel_size {tp}")
         lg.put(f"{opts}.tensor_parallel_size", tp, "rollout.tensor_model_parallel_size")
         mem = float(lg.take(f"{R}.gpu_memory_utilization", f"{opts}.gpu_memory_utilization"))
@@ -272,7 +301,7 @@ def translate_model(lg: Ledger) -> None:
 
 
 def translate_data(lg: Ledger, rewards: list[str], known_rewards: list[str],
-                   reward_model: dict[str, Any] | None = None) -> None:
+                   reward_model: dict[str, Any] | None, custom: str) -> None:
     for split, verl in (("train", "data.train_files"), ("val", "data.val_files")):
         files = lg.take(verl, f"data.{split}")
         files = [files] if isinstance(files, str) else list(files or [])
@@ -299,16 +328,16 @@ def translate_data(lg: Ledger, rewards: list[str], known_rewards: list[str],
         lg.drop("data.reward_fn_key", "data_source, which rlctl also hands to rewards")
     else:
         lg.ignore("data.reward_fn_key", "rlctl hands rewards the data_source column")
-    _rewards(lg, rewards, known_rewards, reward_model)
+    _rewards(lg, rewards, known_rewards, reward_model, custom)
 
 
 def _rewards(lg: Ledger, rewards: list[str], known: list[str],
-             reward_model: dict[str, Any] | None) -> None:
-    custom = "custom_reward_function.path"
+             reward_model: dict[str, Any] | None, prefix: str) -> None:
+    custom, name_key = f"{prefix}.path", f"{prefix}.name"
     if reward_model is not None:  # verl's managers return the reward model's score alone
         lg.put("rewards", [reward_model], "reward_model.enable")
         lg.drop(custom, "not called: the reward model scores")
-        lg.drop("custom_reward_function.name", "not called: the reward model scores")
+        lg.drop(name_key, "not called: the reward model scores")
         if rewards:
             lg.notes.append(f"--reward {' '.join(rewards)}: not used, verl scores with the "
                             "reward model alone")
@@ -320,10 +349,11 @@ def _rewards(lg: Ledger, rewards: list[str], known: list[str],
     if rewards:
         lg.put("rewards", [{"name": r} for r in rewards], "--reward")
         lg.take(custom, "rewards (--reward)")
-        lg.drop("custom_reward_function.name", "replaced by --reward")
+        lg.drop(name_key, "replaced by --reward")
         return
     if lg.value(custom) is None:
-        lg.error(custom, "unset: verl scores with its built-in reward, chosen per row by "
+        lg.need("--reward", f"{custom} unset: verl scores with its built-in reward, chosen per "
+                "row by "
                  "data_source (default_compute_score); rlctl needs the reward named",
                  f"pass --reward NAME (registered: {', '.join(known)}), e.g. --reward gsm8k "
                  "for verl's gsm8k data")
@@ -350,14 +380,15 @@ def total_steps(lg: Ledger, rows: int | None, prompts: int | None) -> int | None
     epochs = int(lg.take(f"{T}.total_epochs", "schedule.total_steps"))
     lg.drop(f"{T}.total_training_steps", "unset: epochs x batches per epoch")
     if rows is None or not prompts:
-        lg.error(f"{T}.total_epochs", f"{epochs} epochs: verl runs epochs x (training rows // "
+        lg.need("--train-rows", f"{T}.total_epochs = {epochs}: verl runs epochs x (training "
+                "rows // "
                  "data.train_batch_size) steps, and the row count is unknown",
                  "pass --train-rows N (rows of the training set), or set "
                  "trainer.total_training_steps")
         return None
     steps = (rows // prompts) * epochs  # verl's dataloader drops the last partial batch
     if steps < 1:
-        lg.error(f"{T}.total_epochs", f"{rows} rows make no full batch of {prompts} prompts",
+        lg.conflict(f"{T}.total_epochs", f"{rows} rows make no full batch of {prompts} prompts",
                  "lower data.train_batch_size")
         return None
     lg.notes.append(f"schedule.total_steps = {epochs} epochs x ({rows} rows // {prompts} "

@@ -48,7 +48,8 @@ def read_optim(lg: Ledger, prefix: str, clip_key: str, total_steps: int | None,
         take("warmup_steps", f"{prefix}.lr_warmup_steps", warmup)
     if opt_steps > 1 and ((warmup or 0) > 0 or scheduler not in (None, "constant")):
         key = f"{prefix}.lr_warmup_steps" if warmup else out["scheduler"][1]
-        lg.error(key, f"verl steps the learning-rate schedule once per training step, rlctl once "
+        lg.conflict(key, f"verl steps the learning-rate schedule once per training step, rlctl "
+                    "once "
                  f"per optimizer step, and this recipe makes {opt_steps} optimizer steps per "
                  "training step: the warm-up / decay would not match",
                  "use a constant schedule without warm-up, or one minibatch and one epoch")
@@ -133,8 +134,8 @@ def _warmup(lg: Ledger, prefix: str, total_steps: int | None) -> int | None:
     if ratio == 0:
         return 0
     if total_steps is None:
-        lg.error(ratio_key, f"warm-up is {ratio} of the total steps, which are unknown",
-                 "pass --train-rows (or set trainer.total_training_steps)")
+        lg.need("--train-rows", f"{ratio_key}: warm-up is {ratio} of the total steps, which are "
+                "unknown", "pass --train-rows (or set trainer.total_training_steps)")
         return None
     return int(ratio * total_steps)  # verl: int(ratio * total_training_steps)
 
@@ -203,7 +204,7 @@ def translate_critic(lg: Ledger, estimator: str | None, actor: Settings,
                 entry.fate, entry.note = "dropped", f"same as the actor's {field}"
         else:
             lg.entries.pop(key, None)
-            lg.error(key, f"{value!r} differs from the actor's {field} ({expected!r}); rlctl's "
+            lg.conflict(key, f"{value!r} differs from the actor's {field} ({expected!r}); rlctl's "
                      "critic shares [algorithm.optim] with the actor except lr",
                      f"set it to the actor's value {expected!r}")
     for key, actor_key in (("critic.ppo_mini_batch_size", f"{A}.ppo_mini_batch_size"),

@@ -109,25 +109,8 @@ def validate_config(recipe):  # type: ignore[no-untyped-def]
                 'add [rollout.environment] with name = "<a registered environment>"',
             )
         )
-    agent = ro.agent_loop_options.get("agent") if ro.agent_loop == "openai_agent" else None
-    if isinstance(agent, str):  # its form is the option model's check; does it exist?
-        from rlctl.registry_targets import split_target, static_problem
-
-        try:
-            split_target(agent)
-        except ValueError:  # malformed: the option model reports it
-            why = None
-        else:
-            why = static_problem(agent)
-        if why is not None:
-            problems.append(
-                ConfigProblem(
-                    "rollout.agent_loop_options.agent",
-                    f"the agent function {agent!r} cannot be loaded: {why}",
-                    'name an async function as "package.module:function" that the rollout '
-                    "workers can import",
-                )
-            )
+    if ro.agent_loop == "openai_agent":
+        problems += _openai_agent_problems(recipe)
     if ro.tool_parser == "compact" and len(ro.tools) > 1:
         problems.append(
             ConfigProblem(
@@ -137,3 +120,65 @@ def validate_config(recipe):  # type: ignore[no-untyped-def]
             )
         )
     return problems
+
+
+def _openai_agent_problems(recipe):  # type: ignore[no-untyped-def]
+    """The agent function exists and is async; the model has a chat template (the gateway
+    renders every request with it)."""
+    from rlctl.registry_targets import split_target, static_definition, static_problem
+
+    problems = []
+    agent = recipe.rollout.agent_loop_options.get("agent")
+    if isinstance(agent, str):  # its form is the option model's check; does it exist?
+        try:
+            split_target(agent)
+        except ValueError:  # malformed: the option model reports it
+            why = None
+        else:
+            why = static_problem(agent)
+            kind = static_definition(agent) if why is None else None
+            if kind is not None and kind != "async def":
+                what = {"def": "a plain (not async) function", "class": "a class"}.get(
+                    kind, f"a {kind}")
+                why = f"it is {what}, and the loop awaits agent(client, record)"
+        if why is not None:
+            problems.append(
+                ConfigProblem(
+                    "rollout.agent_loop_options.agent",
+                    f"the agent function {agent!r} cannot be used: {why}",
+                    'name an async function as "package.module:function" that the rollout '
+                    "workers can import: async def agent(client, record)",
+                )
+            )
+    source = recipe.model.tokenizer or recipe.model.path
+    if chat_template_missing(source):
+        problems.append(
+            ConfigProblem(
+                "model.tokenizer" if recipe.model.tokenizer else "model.path",
+                f"the openai_agent loop renders every request with the tokenizer's chat "
+                f"template, and {source!r} has none",
+                'use a chat model (an instruct checkpoint, or "tiny-chat" for the offline '
+                "tiny one), or give a tokenizer that has a chat template",
+            )
+        )
+    return problems
+
+
+def chat_template_missing(source: str) -> bool:
+    """Whether the tokenizer at ``source`` certainly has no chat template: the built-in
+    ``tiny``, or a local directory without one (a hub id cannot be read here: not known)."""
+    import json
+    from pathlib import Path
+
+    if source == "tiny":
+        return True
+    folder = Path(source)
+    if not folder.is_dir():
+        return False  # a missing directory is reported where the model is loaded
+    if any((folder / name).is_file() for name in ("chat_template.jinja", "chat_template.json")):
+        return False
+    try:
+        config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False  # no readable config: the tokenizer's loader reports it
+    return not config.get("chat_template")

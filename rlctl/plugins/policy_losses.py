@@ -1,11 +1,12 @@
 """Built-in policy losses (``[algorithm.loss] policy_loss = NAME``).
 
 Targets are lazy ``module:attr`` strings: importing this module never imports torch.
-Every loss takes ``clip_low`` / ``clip_high`` / ``clip_ratio_c`` from ``[algorithm.loss]``
-(ignoring those it does not use), the off-policy ``correction`` of ``[algorithm.correction]``
-and its own options from ``[algorithm.loss.options]``. Metadata: ``paper``; ``recommended_loss_agg``
-where the
-method is defined with a specific aggregation (verl forces it; rlctl honours the recipe).
+Every loss is called with one :class:`rlctl.algorithms.policy_loss_inputs.PolicyLossInputs`
+(``clip_low`` / ``clip_high`` / ``clip_ratio_c`` from ``[algorithm.loss]``, ignored by the
+losses that do not use them, and the off-policy ``correction`` of ``[algorithm.correction]``)
+and its own options from ``[algorithm.loss.options]``. Metadata: ``paper``;
+``recommended_loss_agg`` where the method is defined with a specific aggregation (verl forces
+it; rlctl honours the recipe).
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ def register_reward_functions(register) -> None:  # type: ignore[no-untyped-def]
     from rlctl.rewards.gsm8k import Gsm8kOptions
     from rlctl.rewards.judge import LLMJudgeOptions
     from rlctl.rewards.match import DigitsMatchOptions, ExactMatchOptions
+    from rlctl.rewards.reasoning_gym_reward import ReasoningGymRewardOptions
     from rlctl.rewards.reward_model import RewardModelOptions
     from rlctl.rewards.shaping import LengthPenaltyOptions
     register(
@@ -36,6 +37,12 @@ def register_reward_functions(register) -> None:  # type: ignore[no-untyped-def]
         "rlctl.rewards.gsm8k:gsm8k",
         options=Gsm8kOptions,
         description="final number (after '####', or the last one) equals the answer",
+    )
+    register(
+        "reasoning_gym",
+        "rlctl.rewards.reasoning_gym_reward:reasoning_gym",
+        options=ReasoningGymRewardOptions,
+        description="the reasoning-gym task's own verifier on the extracted answer",
     )
     register(
         "length_penalty",

@@ -36,6 +36,7 @@ def register_rollout_engines(register) -> None:  # type: ignore[no-untyped-def]
         description="vLLM OpenAI-compatible server(s), token-in/token-out over HTTP",
         weight_sync="vllm",
         partial_rollout=True,  # aborts and resumes requests at a weight update
+        json_schema=True,  # constrained decoding: SamplingParams.json_schema
     )
     register(
         "sglang",

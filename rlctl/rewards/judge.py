@@ -57,7 +57,8 @@ class LLMJudgeOptions(BaseModel):
         try:
             names = {name for _, name, _, _ in string.Formatter().parse(value) if name is not None}
         except ValueError as exc:
-            raise ValueError(f"not a format string ({exc}); write literal braces as {{{{ }}}}")
+            raise ValueError(
+                f"not a format string ({exc}); write literal braces as {{{{ }}}}") from None
         unknown = sorted(names - set(FIELDS))
         if unknown:
             raise ValueError(f"unknown field(s) {unknown}; the template may use {list(FIELDS)}")

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field, PositiveInt
 
-from rlctl.config.strict import STRICT_CONFIG
+from rlctl.config.strict import STRICT_CONFIG, LocalDir
 
 if TYPE_CHECKING:
     from rlctl.rewards.base import RewardInput
@@ -28,7 +28,7 @@ class RewardModelOptions(BaseModel):
 
     model_config = STRICT_CONFIG
 
-    path: str = Field(min_length=1)
+    path: LocalDir = Field(min_length=1)
     """Local directory of an HF sequence-classification checkpoint (never downloaded)."""
     dtype: Literal["float32", "bfloat16", "float16"] = "bfloat16"
     """Parameter dtype of the reward model."""

@@ -8,7 +8,7 @@ the reward worker group, which adds its weighted terms to the score already writ
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +16,8 @@ from rlctl.plugin_errors import PluginCallError
 from rlctl.rewards.base import RewardInput
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from rlctl.config.recipe import RewardSection
     from rlctl.registry import Registration, Registry
 
@@ -61,41 +63,27 @@ class RewardSet:
         cls,
         sections: list[RewardSection],
         registry: Registry,
-        options: Sequence[Mapping[str, Any]] | None = None,
+        options: Sequence[BaseModel | None],
         *,
         kind: str = "function",
         device: str = "cpu",
     ) -> RewardSet:
         """The sections of one ``kind``; the others are scored elsewhere. ``device``: where
-        a ``model`` scorer runs. ``options[i]``: the validated options of ``sections[i]`` as
-        keywords (validated when the recipe was loaded, see
-        :meth:`rlctl.config.loaded.LoadedRecipe.option_kwargs`); ``None`` (a worker holding only
-        the recipe): each section's table is validated here by its option model."""
+        a ``model`` scorer runs. ``options[i]``: the options of ``sections[i]`` as validated
+        when the recipe was loaded (:meth:`rlctl.config.loaded.LoadedRecipe.options_for`
+        ``"rewards[i].options"``; ``None`` where the reward registered no option model)."""
         if not sections:
             raise ValueError("no rewards configured: add a [[rewards]] table to the recipe")
-        if options is not None and len(options) != len(sections):
+        if len(options) != len(sections):
             raise ValueError(f"{len(sections)} reward sections but {len(options)} option sets")
-        if options is None:
-            options = [None] * len(sections)  # type: ignore[list-item]
         terms = []
-        for section, opts in zip(sections, options, strict=True):
+        for section, validated in zip(sections, options, strict=True):
             reg = registry.get("reward_function", section.name)
             if reward_kind(reg) != kind:
                 continue
-            validated: Any
-            if opts is not None:  # keywords of the model validated at load
-                validated = reg.options(**opts) if reg.options is not None else dict(opts)
-            else:
-                validated = dict(section.options)
-                if reg.options is not None:
-                    try:
-                        validated = reg.options.model_validate(validated)
-                    except Exception as exc:
-                        raise ValueError(f"[[rewards]] name = {section.name!r}: bad options "
-                                         f"{section.options}: {exc}") from exc
             target = reg.load()
             if kind == "function":
-                kwargs = validated.model_dump() if reg.options is not None else validated
+                kwargs = validated.model_dump() if validated is not None else {}
                 terms.append(_Term(section.name, section.weight, target, kwargs, reg))
                 continue
             try:

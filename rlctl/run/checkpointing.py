@@ -3,9 +3,10 @@
 A checkpoint directory ``checkpoints/step_N/`` holds ``train/<role>/`` (torch.distributed
 .checkpoint shards of model, optimizer and LR schedule, written by every training rank),
 ``rollout.json`` (sampler counters, so a resumed run draws the same samples),
-``trainer_state.json`` (step, policy version, prompt-source position, KL controller, RNGs;
-in streaming mode also what is in flight: ``extra["stream"]``), ``in_flight/`` (streaming:
-the finished samples of steps not yet trained) and ``config.json`` (the resolved recipe).
+``trainer_state.json`` (step, policy version, prompt-source position, KL controller, RNGs,
+and the rollout producer's dispatches in flight: ``extra["producer"]``), ``in_flight/`` (the
+finished samples of steps not yet trained, when a streaming policy dispatched ahead) and
+``config.json`` (the resolved recipe).
 :class:`CheckpointManager` makes it atomic: the ``latest`` pointer only moves once
 everything is written.
 """
@@ -48,11 +49,9 @@ class RunCheckpoints:
         trainer = session.trainer
         tmp = self.manager.begin(step)
         try:
-            extra: dict[str, Any] = {}
-            if trainer.stream is not None:
-                # first: it waits for the generations in flight, whose sampler draws the
-                # rollout state below must include
-                extra["stream"] = trainer.stream.checkpoint(tmp / IN_FLIGHT_DIR)
+            # first: it waits for the generations in flight, whose sampler draws the
+            # rollout state below must include
+            extra = {"producer": trainer.producer.checkpoint(tmp / IN_FLIGHT_DIR)}
             session.train.call(TrainingWorker.save, path=str(tmp / "train"))
             rollout_states = session.rollout.call(RolloutWorker.state_dict)
             (tmp / "rollout.json").write_text(json.dumps(rollout_states))
@@ -62,8 +61,9 @@ class RunCheckpoints:
                 step=step,
                 policy_version=trainer.policy_version,
                 dataloader={
-                    "train": trainer.feeder.state_dict(),
-                    "val": trainer.val_feeder.state_dict() if trainer.val_feeder else {},
+                    "train": trainer.producer.feeder.state_dict(),
+                    "val": (trainer.validation.feeder.state_dict()
+                            if trainer.validation is not None else {}),
                 },
                 kl_controller=trainer.kl_ctl.state_dict(),
                 rng=capture_rng_state(),
@@ -99,15 +99,15 @@ class RunCheckpoints:
                 "engines.rollout.agent_workers"
             )
         session.rollout.call(RolloutWorker.load_state_dict, [{"state": s} for s in rollout_states])
-        trainer.feeder.load_state_dict(state.dataloader["train"])
-        if trainer.val_feeder is not None and state.dataloader.get("val"):
-            trainer.val_feeder.load_state_dict(state.dataloader["val"])
+        trainer.producer.feeder.load_state_dict(state.dataloader["train"])
+        if trainer.validation is not None and state.dataloader.get("val"):
+            trainer.validation.feeder.load_state_dict(state.dataloader["val"])
         trainer.kl_ctl.load_state_dict(state.kl_controller)
         restore_rng_state(state.rng)
         # The rollout engines get the restored actor's weights, with the saved version.
         trainer.sync_weights(version=state.policy_version)
-        if trainer.stream is not None and "stream" in state.extra:
-            trainer.stream.restore(state.extra["stream"], ckpt / IN_FLIGHT_DIR)
+        if "producer" in state.extra:
+            trainer.producer.restore(state.extra["producer"], ckpt / IN_FLIGHT_DIR)
         return state.step
 
     def export_hf(self, session: Any) -> Path:

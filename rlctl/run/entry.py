@@ -12,10 +12,17 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlctl.config.loaded import LoadedRecipe
 from rlctl.config.recipe import Recipe
+
+if TYPE_CHECKING:  # the run's parts import torch and Ray: only when a run starts
+    from rlctl.run.checkpointing import RunCheckpoints
+    from rlctl.run.lifecycle import LifecycleHooks
+    from rlctl.run.session import Session
+    from rlctl.run.summary import RunSummary
+    from rlctl.sinks.logger import MetricLogger
 
 
 def train_from_recipe(
@@ -43,7 +50,7 @@ def train_from_recipe(
         loaded = validate_recipe(loaded)
     from rlctl.run.run_dir import RunDirError
     from rlctl.run.run_lock import RunLockedError
-    from rlctl.run.signals import EXIT_TERMINATED, StopOnSigterm, Terminated
+    from rlctl.run.signals import EXIT_TERMINATED, StopOnSigterm
 
     # Messages hold user text (paths, TOML keys like "[data]"): escape it, or rich reads it
     # as markup, drops it, or fails on a "[/x]" with an error that hides the real one.
@@ -51,10 +58,12 @@ def train_from_recipe(
         try:
             run = Run(loaded, quiet=quiet, resume=resume, force_resume=force_resume)
             run.execute()
-        except Terminated:
-            err.print("[red]terminated[/red]")
-            return EXIT_TERMINATED
         except KeyboardInterrupt:
+            # Ray's core turns a signal that lands inside ray.get into a KeyboardInterrupt of
+            # its own: whether SIGTERM came is what the handler recorded, not the class.
+            if stop.received:
+                err.print("[red]terminated[/red]")
+                return EXIT_TERMINATED
             err.print("[red]interrupted[/red]")
             return 1
         except (RunDirError, RunLockedError) as exc:
@@ -141,16 +150,15 @@ class Run:
         from rlctl.registry import get_registry
         from rlctl.run.checkpointing import RunCheckpoints
         from rlctl.run.lifecycle import LifecycleHooks
-        from rlctl.run.progress import StepProgress
         from rlctl.run.session import Session
+        from rlctl.run.summary import RunSummary
         from rlctl.sinks.logger import MetricLogger
 
         hooks = LifecycleHooks(get_registry())
-        schedule = self.recipe.schedule
         checkpoints = RunCheckpoints(self.recipe, self.run_dir)
+        summary = RunSummary(self.run_dir)
         status = "failed"
         with Session(self.loaded, run_id=self.recipe.run.name, run_dir=self.run_dir) as session:
-            trainer = session.trainer
             start = 1
             if self.resume:
                 start = checkpoints.restore(session, self.resume_path, force=self.force_resume) + 1
@@ -162,34 +170,68 @@ class Run:
                             for name in self.recipe.logging.sinks}
             logger = MetricLogger.from_recipe(self.recipe, self.run_dir, quiet=self.quiet,
                                               options=sink_options)
+            summary.metrics_file = self._metrics_file(sink_options.get("jsonl"))
             hooks("on_train_start", recipe=self.recipe, run_dir=str(self.run_dir))
             try:
-                with StepProgress(
-                    schedule.total_steps, enabled=self.recipe.logging.progress and not self.quiet
-                ) as progress:
-                    progress.advance(start - 1, {})
-                    for step in range(start, schedule.total_steps + 1):
-                        metrics = trainer.step(step)
-                        last = step == schedule.total_steps
-                        if schedule.eval_every and (step % schedule.eval_every == 0 or last):
-                            metrics.update(trainer.validate(step))
-                        logger.log(step, metrics)
-                        hooks("on_step_end", step=step, metrics=metrics)
-                        if schedule.save_every and (step % schedule.save_every == 0 or last):
-                            checkpoints.save(session, step)
-                        progress.advance(step, metrics)
-                checkpoints.export_hf(session)
+                self._train_steps(session, start, logger, hooks, checkpoints, summary)
+                summary.model = checkpoints.export_hf(session)
                 status = "completed"
             finally:
                 logger.close()
                 hooks("on_train_end", recipe=self.recipe, run_dir=str(self.run_dir), status=status)
+        # After the session: the workers and Ray are down, the wall time is the whole run's.
+        summary.checkpoint = checkpoints.manager.latest()
+        summary.show()
+
+    def _train_steps(self, session: Session, start: int, logger: MetricLogger,
+                     hooks: LifecycleHooks, checkpoints: RunCheckpoints,
+                     summary: RunSummary) -> None:
+        """Steps ``start``..``total_steps``: each is logged, checked, hooked, checkpointed."""
+        from rlctl.run.finite_check import check_finite
+        from rlctl.run.progress import StepProgress
+        from rlctl.run.run_log import RunLog
+
+        trainer, schedule = session.trainer, self.recipe.schedule
+        run_log = RunLog(self.run_dir)
+        enabled = self.recipe.logging.progress and not self.quiet
+        with StepProgress(schedule.total_steps, enabled=enabled) as progress:
+            progress.advance(start - 1, {})
+            if schedule.eval_every and start == 1:  # the curve starts at the base model
+                logger.log(0, trainer.validate(0))
+            for step in range(start, schedule.total_steps + 1):
+                metrics = trainer.step(step)
+                last = step == schedule.total_steps
+                if schedule.eval_every and (step % schedule.eval_every == 0 or last):
+                    metrics.update(trainer.validate(step))
+                logger.log(step, metrics)
+                for note in trainer.notes:  # e.g. a tool that raised, once a step
+                    run_log.warn(note, step=step)
+                summary.record(step, metrics)
+                # Logged first (the user sees the NaNs), then stopped: hooks and the
+                # checkpoint below never see weights a non-finite loss or score stepped on.
+                check_finite(step, metrics)
+                hooks("on_step_end", step=step, metrics=metrics)
+                if schedule.save_every and (step % schedule.save_every == 0 or last):
+                    checkpoints.save(session, step)
+                progress.advance(step, metrics)
+
+    def _metrics_file(self, jsonl_options: Any) -> Path | None:
+        """``<run_dir>/metrics.jsonl`` (its configured name) when the ``jsonl`` sink is on."""
+        from rlctl.sinks.options import JsonlSinkOptions
+
+        if "jsonl" not in self.recipe.logging.sinks:
+            return None
+        if isinstance(jsonl_options, JsonlSinkOptions):
+            return self.run_dir / jsonl_options.filename
+        return self.run_dir / JsonlSinkOptions().filename
 
 
 def _warn(message: str) -> None:
-    from rich.console import Console
     from rich.markup import escape
 
-    Console(stderr=True, soft_wrap=True).print(f"[yellow]warning:[/yellow] {escape(message)}")
+    from rlctl.sinks.console import console_for
+
+    console_for("stderr").print(f"[yellow]warning:[/yellow] {escape(message)}", soft_wrap=True)
 
 
 def _version() -> str:

@@ -35,7 +35,9 @@ class Checked:
 
 def preflight(recipe: Recipe, *, resume: str | bool | None, force_resume: bool = False) -> Checked:
     """Check data, prompt lengths and the checkpoint to resume; see the module docstring."""
-    problems = data_problems(recipe)
+    problems = model_problems(recipe)
+    broken = {p.path for p in problems}  # a model dir already refused: no tokenizer problem too
+    problems += [p for p in data_problems(recipe) if p.path not in broken]
     checked = Checked()
     if resume:
         path = None if resume is True or resume == "latest" else str(resume)
@@ -59,6 +61,22 @@ def preflight(recipe: Recipe, *, resume: str | bool | None, force_resume: bool =
     return checked
 
 
+def catalog_problems(recipe: Recipe) -> list[ConfigProblem]:
+    """Catalog models (``rlctl models list``) the recipe names but this machine lacks."""
+    from rlctl.models.catalog import ModelNotInstalledError, install_command, resolve_model_path
+
+    out = []
+    for key, value in (("model.path", recipe.model.path), ("model.tokenizer",
+                       recipe.model.tokenizer), ("critic.path", recipe.critic.path)):
+        try:
+            if value is not None:
+                resolve_model_path(value)
+        except ModelNotInstalledError as exc:
+            out.append(ConfigProblem(key, str(exc).split(": run")[0],
+                                     f"run `{install_command(value)}` (once per machine)"))
+    return out
+
+
 def data_problems(recipe: Recipe) -> list[ConfigProblem]:
     """Data files, then (when they are fine) every prompt's length in tokens."""
     from rlctl.tasks.data_checks import data_file_problems, prompt_length_problems
@@ -73,6 +91,52 @@ def data_problems(recipe: Recipe) -> list[ConfigProblem]:
     if tokenizer is None:
         return problems
     return prompt_length_problems(recipe, tokenizer)
+
+
+def model_problems(recipe: Recipe) -> list[ConfigProblem]:
+    """What the models a recipe names must allow: room for a prompt next to
+    ``rollout.max_new_tokens`` in the policy's positions, and the local directories plugin
+    options name (a reward model's checkpoint...)."""
+    from rlctl.models.loading import model_dir_problems
+    from rlctl.tasks.data_checks import model_positions
+
+    missing = catalog_problems(recipe)
+    if missing:
+        return missing
+    broken = model_dir_problems(recipe.model)
+    if broken:
+        return [ConfigProblem(key, why, "give the local directory of a model rlctl can load")
+                for key, why in broken]
+    out: list[ConfigProblem] = []
+    positions, where = model_positions(recipe)
+    new = recipe.rollout.max_new_tokens
+    if positions is not None and new >= positions:
+        fix = f"set rollout.max_new_tokens below {positions} (prompt + response must fit)"
+        if where.startswith("model."):
+            fix += f", or raise {where}"
+        out.append(ConfigProblem(
+            "rollout.max_new_tokens", f"{new} new tokens leave no room for a prompt in the "
+            f"model's {positions} positions ({where})", fix))
+    return out + local_dir_problems(recipe)
+
+
+def local_dir_problems(recipe: Recipe) -> list[ConfigProblem]:
+    """Plugin options that name a local directory (:data:`~rlctl.config.strict.LocalDir`, e.g.
+    a reward model's ``path``) which is not there."""
+    from rlctl.config.plugin_options import check_selections
+    from rlctl.config.strict import local_dir_fields
+    from rlctl.registry import get_registry
+
+    validated, _ = check_selections(recipe, get_registry())  # the recipe validated already
+    out: list[ConfigProblem] = []
+    for path, options in validated.items():
+        for name, value in local_dir_fields(options):
+            if not Path(value).expanduser().is_dir():
+                out.append(ConfigProblem(
+                    f"{path}.{name}", f"{json.dumps(value)} is not a local directory",
+                    "give the directory of a downloaded checkpoint (rlctl never downloads "
+                    f"weights; working directory: {Path.cwd()})"))
+    return out
 
 
 def _tokenizer(recipe: Recipe) -> tuple[object | None, list[ConfigProblem]]:
@@ -93,10 +157,17 @@ def _resolve(
 ) -> tuple[Path | None, list[str], list[ConfigProblem]]:
     from rlctl.checkpoint import CheckpointError, CheckpointManager
     from rlctl.checkpoint.manager import CHECKPOINTS_DIR
+    from rlctl.run.run_lock import still_training, training_run
 
     run_dir = Path(recipe.run.output_dir) / recipe.run.name
     manager = CheckpointManager(run_dir, keep_last=recipe.schedule.keep_last)
     source = RESUME if path is None else f"{RESUME} {path}"
+    # first: a checkpoint of a run in progress may be rotated away while it is read, which
+    # looked like a damaged checkpoint
+    busy = training_run(run_dir if path is None else Path(path))
+    if busy is not None:
+        return None, [], [ConfigProblem("", still_training(*busy),
+                                        "resume once that run has stopped", source=source)]
     try:
         checkpoint = manager.resolve(path)
     except CheckpointError as exc:

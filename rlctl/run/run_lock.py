@@ -19,6 +19,7 @@ import json
 import os
 import shlex
 import socket
+import stat
 import sys
 import time
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 LOCK_FILE = ".rlctl.lock"
+CHECKPOINTS_DIR = "checkpoints"  # rlctl.checkpoint.manager's: a run directory's layout
 # flock is missing on some network file systems: the run goes on unlocked, with a warning.
 _NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS}
 
@@ -117,6 +119,50 @@ class RunLock:
         finally:
             os.close(self.fd)
             self.fd = None
+
+
+def holder_of(run_dir: Path) -> dict[str, Any] | None:
+    """The record of the live run that holds ``run_dir``'s lock (``{}`` when it left none),
+    or ``None`` when no run holds it. Never blocks; takes nothing but a shared lock for the
+    moment of the probe (a run starting in that same instant is refused, and can retry)."""
+    path = Path(run_dir) / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None  # no lock file (or not one rlctl made): no run holds the directory
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _read_record(fd) or {}
+        except OSError:
+            return None  # no locks on this file system: nothing can be told
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def training_run(path: Path) -> tuple[Path, dict[str, Any]] | None:
+    """``(run directory, holder)`` when ``path`` (a run directory, its ``checkpoints/`` or a
+    checkpoint in it) belongs to a run that is still training; else ``None``."""
+    path = Path(path)
+    if path.name == CHECKPOINTS_DIR:
+        run_dir = path.parent
+    elif path.parent.name == CHECKPOINTS_DIR:
+        run_dir = path.parent.parent
+    else:
+        run_dir = path
+    holder = holder_of(run_dir)
+    return None if holder is None else (run_dir, holder)
+
+
+def still_training(run_dir: Path, holder: dict[str, Any]) -> str:
+    """The message for a command refused because ``run_dir`` is still training."""
+    return (f"the run in {run_dir} is still training ({describe(holder)}): its checkpoints "
+            "are rotated while it runs; wait for it to finish (or stop it), then try again")
 
 
 def _read_record(fd: int) -> dict[str, Any] | None:

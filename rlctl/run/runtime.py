@@ -11,6 +11,7 @@ environment opts out. Joining ``resources.address`` is checked first
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 
@@ -40,22 +41,28 @@ _AUTH_VARS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_TOKEN")
 _started: dict[str, object] = {}  # the run directory and the auth variables to restore
 
 
-def start_ray(*, address: str | None, num_cpus: int | None) -> bool:
+def start_ray(*, address: str | None, num_cpus: int | None, worker_logs: bool = True) -> bool:
     """Start (or join) Ray. Returns True when this call started it (and so must stop it).
 
     With no address, a private local cluster starts on loopback without the dashboard:
     the dashboard costs a second of start-up and a port we do not need.
+
+    Ray's own driver messages below WARNING (``Started a local Ray instance.``, ``Connected
+    to Ray cluster``) are not the user's business: rlctl starts Ray for them. ``worker_logs``:
+    forward what Ray's worker processes print to this terminal (Ray mode, where they are the
+    run's workers); ``--local`` passes False, its only Ray processes being the data plane's.
     """
     apply_loopback_env()
     import ray
 
     if ray.is_initialized():
         return False
+    quiet = {"log_to_driver": worker_logs, "logging_level": logging.WARNING}
     if address:
         from rlctl.run.ray_address import check_cluster_address
 
         check_cluster_address(address)
-        ray.init(address=address, log_to_driver=True)
+        ray.init(address=address, **quiet)
         return True
     from rlctl.run.ray_dirs import clean_stale_runs, new_run_dir, private_base
 
@@ -70,11 +77,11 @@ def start_ray(*, address: str | None, num_cpus: int | None) -> bool:
         ray.init(
             num_cpus=cpus,
             include_dashboard=False,
-            log_to_driver=True,
             _temp_dir=str(run_dir.path),
             # Small object store: tensors of one step, not a dataset. 30% of RAM is the default.
             object_store_memory=min(2 * 1024**3, _ram_bytes() // 8),
             runtime_env={"env_vars": {k: os.environ[k] for k in LOOPBACK_ENV}},
+            **quiet,
         )
     except BaseException:
         _release()

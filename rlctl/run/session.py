@@ -1,8 +1,12 @@
-"""Building and tearing down everything a run needs: Ray, the data plane, worker groups.
+"""Building and tearing down everything a run needs, in one order whatever the mode.
 
-``ray`` mode: worker groups are Ray actors (Ray started on loopback when no address is
-given). ``local`` mode: every role is an object in the controller's process — the same
-worker classes and the same controller code path, so a breakpoint in a loss works.
+Ray (when a worker group or the data plane needs it) -> the data plane -> the step plan -> the
+worker groups (training, rollout, reward models) -> the prompt feeders -> the rollout
+producers -> the trainer, then the rollout engines get the actor's initial weights. ``ray``
+mode runs every group as Ray actors (Ray started on loopback when no address is given);
+``local`` mode runs each role's one rank as an object in the controller's process: the same
+worker classes, the same start (:func:`start_worker_group`) and the same controller code, so
+a breakpoint in a loss works.
 """
 
 from __future__ import annotations
@@ -12,31 +16,19 @@ from contextlib import ExitStack
 from typing import Any, Self
 
 from rlctl.config.loaded import LoadedRecipe
-from rlctl.config.recipe import Recipe
-from rlctl.trainer.controller.worker_group import (
-    LocalWorkerGroup,
-    RayWorkerGroup,
-    TrafficMeter,
-    WorkerGroup,
-)
+from rlctl.plugin_parity import PluginPin, plugin_pins
+from rlctl.trainer.controller.worker_group import TrafficMeter, WorkerGroup, start_worker_group
+
+TRAIN, VAL = "train", "val"
 
 
-def training_roles(recipe: Recipe) -> tuple[str, ...]:
-    roles = ["actor"]
-    if recipe.algorithm.kl.apply_in != "none":
-        roles.append("ref")  # the reference is the frozen initial policy
-    if recipe.critic.enabled:
-        roles.append("critic")
-    return tuple(roles)
-
-
-def uses_reward_models(recipe: Recipe, registry: Any) -> bool:
+def uses_reward_models(loaded: LoadedRecipe, registry: Any) -> bool:
     """Whether a ``[[rewards]]`` entry is a model reward (it needs the reward workers)."""
     from rlctl.rewards.reward_set import reward_kind
     from rlctl.trainer.worker.reward_sections import effective_rewards
 
     return any(reward_kind(registry.get("reward_function", r.name)) == "model"
-               for r in effective_rewards(recipe, registry))
+               for r in effective_rewards(loaded.recipe, registry))
 
 
 class Session:
@@ -51,6 +43,8 @@ class Session:
         self.stack = ExitStack()
         self.meter = TrafficMeter()
         self.reward: WorkerGroup | None = None  # started only when a reward is a model
+        self.plugins: tuple[PluginPin, ...] = ()
+        """What every Ray worker must have (:mod:`rlctl.plugin_parity`); none in --local."""
 
     def __enter__(self) -> Self:
         try:
@@ -65,145 +59,180 @@ class Session:
         self.stack.__exit__(*exc)  # type: ignore[arg-type]
 
     def _start(self) -> None:
-        from rlctl.dataplane import open_data_plane
-        from rlctl.dataplane.replay_buffer import ReplayBuffer
-        from rlctl.models.loading import load_tokenizer
-        from rlctl.ports import free_port
+        from rlctl.algorithms.staleness import policy_of
         from rlctl.registry import get_registry
-        from rlctl.run.runtime import apply_loopback_env, start_ray, stop_ray
-        from rlctl.trainer.controller.prompts import PromptFeeder
-        from rlctl.trainer.controller.trainer import Trainer
+        from rlctl.trainer.plan import build_plan
 
-        recipe = self.recipe
-        apply_loopback_env()
-        local = recipe.resources.mode == "local"
         registry = get_registry()
-        plane_reg = registry.get("data_plane", recipe.data_plane.backend)
-        needs_ray = not local or bool(plane_reg.metadata.get("multi_process", False))
-        if needs_ray and start_ray(
-            address=recipe.resources.address, num_cpus=recipe.resources.num_cpus
-        ):
-            self.stack.callback(stop_ray)
-        if needs_ray:
-            from rlctl.run.signals import reinstall
-
-            reinstall()  # ray.init took SIGTERM over (stack dump + abort): a run stops cleanly
-
-        self.plane = open_data_plane(recipe.data_plane.backend,
-                                     self.loaded.options_for("data_plane.options"),
-                                     run_id=self.run_id)
-        self.stack.callback(self.plane.close)
-        cpus = os.cpu_count() or 1
-        if local:
-            import torch
-
-            torch.set_num_threads(cpus)
-            self.rollout: WorkerGroup = self._local_group("rollout", self._rollout_worker(0, None))
-            self.train: WorkerGroup = self._local_group(
-                "train", self._training_worker(0, 1, free_port(), None)
-            )
-            if uses_reward_models(recipe, registry):
-                from rlctl.trainer.worker.reward_worker import RewardWorker
-
-                self.reward = self._local_group("reward", RewardWorker(recipe, self.plane))
-        else:
-            from rlctl.trainer.worker.rollout_worker import RolloutWorker
-            from rlctl.trainer.worker.training_worker import TrainingWorker
-
-            ranks = recipe.engines.train.ranks
-            # One thread per training rank: ranks run in parallel on a small box; rollout runs
-            # while training ranks idle, so it may use every core.
-            train_threads = max(cpus // ranks, 1)
-            self.train = RayWorkerGroup(
-                "train",
-                TrainingWorker,
-                [
-                    {"loaded": self.loaded, "plane": self.plane, "roles": training_roles(recipe),
-                     "rank": r, "world_size": ranks, "threads": train_threads}
-                    for r in range(ranks)
-                ],
-                self.meter,
-                **self._bounds(),
-            )
-            self.stack.callback(self.train.shutdown)
-            workers = recipe.engines.rollout.agent_workers
-            self.rollout = RayWorkerGroup(
-                "rollout",
-                RolloutWorker,
-                [{"loaded": self.loaded, "plane": self.plane, "rank": r,
-                  "threads": max(cpus // workers, 1)} for r in range(workers)],
-                self.meter,
-                **self._bounds(),
-            )
-            self.stack.callback(self.rollout.shutdown)
-            if uses_reward_models(recipe, registry):
-                from rlctl.trainer.worker.reward_worker import RewardWorker
-
-                count = recipe.engines.reward.workers
-                self.reward = RayWorkerGroup(
-                    "reward", RewardWorker,
-                    [{"recipe": recipe, "plane": self.plane, "rank": r,
-                      "threads": max(cpus // count, 1)} for r in range(count)],
-                    self.meter,
-                )
-                self.stack.callback(self.reward.shutdown)
-
-        tokenizer = load_tokenizer(recipe.model)
-        task_options = self.loaded.options_for("data.task_options")
-        tool_options = [self.loaded.options_for(f"rollout.tools[{i}].options")
-                        for i in range(len(recipe.rollout.tools))]
-        feeder = PromptFeeder(recipe, tokenizer, self.plane, split="train",
-                              task_options=task_options, tool_options=tool_options)
-        val_feeder = None
-        if recipe.schedule.eval_every and (
-            recipe.data.val is not None or recipe.data.task is not None
-        ):
-            val_feeder = PromptFeeder(recipe, tokenizer, self.plane, split="val",
-                                      task_options=task_options, tool_options=tool_options)
-        self.replay = ReplayBuffer(self.plane)
-        self.trainer = Trainer(
-            recipe,
-            self.derived,
-            plane=self.plane,
-            rollout=self.rollout,
-            train=self.train,
-            feeder=feeder,
-            val_feeder=val_feeder,
-            replay_buffer=self.replay,
-            meter=self.meter,
-            use_object_refs=not local,
-            run_dir=self.run_dir,
-            staleness=registry.load("staleness_policy", recipe.algorithm.staleness.policy)(
-                self.loaded.options_for("algorithm.staleness.options")),
-            reward=self.reward,
-        )
-        # Before the plane closes (exit callbacks run last in, first out); a run that already
-        # failed keeps its own error, not a clear's that the failure caused.
-        self.stack.push(lambda kind, exc, tb: self.trainer.close(quiet=exc is not None))
+        # Ray workers must have the plugins this process loaded; --local ranks share them.
+        self.plugins = () if self.in_process else plugin_pins(registry)
+        self._start_ray(registry)
+        self.plane = self._open_plane()
+        self.policy = policy_of(self.loaded)
+        self.plan = build_plan(self.loaded, registry, self.policy)
+        self._start_groups(registry)
+        self._build_trainer(registry)
         # Version 0: the rollout engines start from exactly the actor's initial weights.
         self.trainer.sync_weights(version=0)
         from rlctl.trainer.startup_heap import freeze_startup_heap
 
         freeze_startup_heap()  # models and engines are built (in --local, all of them)
 
-    def _bounds(self) -> dict[str, float]:
-        schedule = self.recipe.schedule
-        return {"start_timeout": schedule.start_timeout_s, "timeout": schedule.phase_timeout_s}
+    # ------------------------------------------------------------------ infrastructure
+    @property
+    def in_process(self) -> bool:
+        return self.recipe.resources.mode == "local"
 
-    def _local_group(self, name: str, worker: Any) -> WorkerGroup:
+    def _start_ray(self, registry: Any) -> None:
+        """Start (or join) Ray when a worker group or the data plane needs it."""
+        from rlctl.run.runtime import apply_loopback_env, start_ray, stop_ray
+
+        apply_loopback_env()
+        plane = registry.get("data_plane", self.recipe.data_plane.backend)
+        if self.in_process and not plane.metadata.get("multi_process", False):
+            return
+        resources = self.recipe.resources
+        if start_ray(address=resources.address, num_cpus=resources.num_cpus,
+                     worker_logs=not self.in_process):
+            self.stack.callback(stop_ray)
+        from rlctl.run.signals import reinstall
+
+        reinstall()  # ray.init took SIGTERM over (stack dump + abort): a run stops cleanly
+
+    def _open_plane(self) -> Any:
+        from rlctl.dataplane import open_data_plane
+
+        plane = open_data_plane(self.recipe.data_plane.backend,
+                                self.loaded.options_for("data_plane.options"), run_id=self.run_id)
+        self.stack.callback(plane.close)
+        return plane
+
+    # ------------------------------------------------------------------ worker groups
+    def _group(self, name: str, worker_cls: type, per_rank: list[dict[str, Any]]) -> WorkerGroup:
+        """Start one role's ranks (Ray actors, or in this process); closed with the session."""
         schedule = self.recipe.schedule
-        group = LocalWorkerGroup(name, [worker], self.meter, timeout=schedule.phase_timeout_s)
+        group = start_worker_group(name, worker_cls, per_rank, self.meter,
+                                   in_process=self.in_process,
+                                   start_timeout=schedule.start_timeout_s,
+                                   timeout=schedule.phase_timeout_s, plugins=self.plugins)
         self.stack.callback(group.shutdown)
-        group.call("ready", timeout=schedule.start_timeout_s)
         return group
 
-    def _rollout_worker(self, rank: int, threads: int | None) -> Any:
+    def _threads(self, ranks: int) -> int | None:
+        """Torch threads of each of ``ranks`` worker processes: the cores shared out (ranks
+        of a role run in parallel; rollout runs while training ranks idle, so it may use every
+        core). In one process the session sets them once, for every role."""
+        return None if self.in_process else max((os.cpu_count() or 1) // ranks, 1)
+
+    def _start_groups(self, registry: Any) -> None:
+        from rlctl.trainer.worker.reward_worker import RewardWorker
         from rlctl.trainer.worker.rollout_worker import RolloutWorker
-
-        return RolloutWorker(self.loaded, self.plane, rank=rank, threads=threads)
-
-    def _training_worker(self, rank: int, world: int, port: int, threads: int | None) -> Any:
         from rlctl.trainer.worker.training_worker import TrainingWorker
 
-        return TrainingWorker(self.loaded, self.plane, training_roles(self.recipe), rank=rank,
-                              world_size=world, master_port=port, threads=threads)
+        engines = self.recipe.engines
+        if self.in_process:
+            import torch
+
+            torch.set_num_threads(os.cpu_count() or 1)
+        common = {"loaded": self.loaded, "plane": self.plane}
+        ranks = engines.train.ranks
+        self.train = self._group("train", TrainingWorker, [
+            dict(common, plan=self.plan, rank=r, world_size=ranks,
+                 threads=self._threads(ranks)) for r in range(ranks)])
+        workers = engines.rollout.agent_workers
+        self.rollout = self._group("rollout", RolloutWorker, [
+            dict(common, rank=r, threads=self._threads(workers)) for r in range(workers)])
+        if uses_reward_models(self.loaded, registry):
+            count = engines.reward.workers
+            self.reward = self._group("reward", RewardWorker, [
+                dict(common, rank=r, threads=self._threads(count)) for r in range(count)])
+
+    # ------------------------------------------------------------------ the controller
+    def _build_trainer(self, registry: Any) -> None:
+        from rlctl.dataplane.replay_buffer import ReplayBuffer
+        from rlctl.models.loading import load_tokenizer
+        from rlctl.trainer.controller.background_clears import BackgroundClears
+        from rlctl.trainer.controller.step_timer import StepTimer
+        from rlctl.trainer.controller.trainer import Trainer
+
+        recipe = self.recipe
+        tokenizer = load_tokenizer(recipe.model)
+        self.timer = StepTimer()
+        self.replay = ReplayBuffer(self.plane)
+        # Finished keys leave the data plane while the next step generates.
+        self.clears = BackgroundClears(self.plane, recipe.schedule.phase_timeout_s)
+        schemas = self._tool_schemas(registry)
+        self.producer = self._producer(TRAIN, tokenizer, schemas, registry)
+        validation = None
+        if recipe.schedule.eval_every and (recipe.data.val is not None
+                                           or recipe.data.task is not None):
+            validation = self._producer(VAL, tokenizer, schemas, registry)
+        self.trainer = Trainer(
+            recipe, self.derived, self.plan, train=self.train, rollout=self.rollout,
+            producer=self.producer, validation=validation, dp_ranks=self._dp_ranks(),
+            meter=self.meter, timer=self.timer, use_object_refs=not self.in_process,
+            run_dir=self.run_dir)
+        # Before the plane closes (exit callbacks run last in, first out); a run that already
+        # failed keeps its own error, not a clear's that the failure caused.
+        self.stack.push(lambda kind, exc, tb: self.trainer.close(quiet=exc is not None))
+
+    def _producer(self, partition: str, tokenizer: Any, tool_schemas: list[dict[str, Any]] | None,
+                  registry: Any) -> Any:
+        """The rollout producer of ``partition``: training draws with the recipe's staleness
+        policy and dynamic sampling; validation on-policy, as drawn."""
+        from rlctl.algorithms.staleness import OnPolicy
+        from rlctl.engines.rollout.contract import SamplingParams
+        from rlctl.plugin_contracts import where_defined
+        from rlctl.trainer.controller.dynamic_sampling import DynamicSampler
+        from rlctl.trainer.controller.producer import ProducerSettings, RolloutProducer
+        from rlctl.trainer.controller.prompts import PromptFeeder
+        from rlctl.trainer.worker.rollout_worker import generate_bound
+
+        recipe = self.recipe
+        alg, train = recipe.algorithm, partition == TRAIN
+        feeder = PromptFeeder(recipe, tokenizer, self.plane, split=partition,
+                              task_options=self.loaded.options_for("data.task_options"),
+                              tool_schemas=tool_schemas)
+        settings = ProducerSettings(
+            partition=partition,
+            groups=alg.prompts_per_step if train else recipe.data.val_size,
+            group_size=alg.group_size if train else recipe.rollout.val_group_size,
+            sampling=SamplingParams.from_recipe(recipe, validation=not train),
+            bound_s=generate_bound(recipe), last_step=recipe.schedule.total_steps,
+            partial_rollout=train and alg.staleness.partial_rollout == "resume")
+        dynamic = (DynamicSampler(alg.dynamic_sampling, alg.prompts_per_step,
+                                  rollout=self.rollout)
+                   if train and alg.dynamic_sampling.enabled else None)
+        policy, label = OnPolicy(), "the on_policy validation draw"
+        if train:
+            reg = registry.get("staleness_policy", alg.staleness.policy)
+            policy = self.policy
+            label = f"{reg.describe()} (defined at {where_defined(policy)})"
+        return RolloutProducer(settings, plane=self.plane, rollout=self.rollout,
+                               reward=self.reward, feeder=feeder, replay=self.replay,
+                               policy=policy, timer=self.timer, clears=self.clears,
+                               dynamic=dynamic, policy_label=label)
+
+    def _tool_schemas(self, registry: Any) -> list[dict[str, Any]] | None:
+        """The recipe's tool descriptions for the chat template (``None`` without tools):
+        the tools are built here, for their schemas only (they build cheaply)."""
+        if not self.recipe.rollout.tools:
+            return None
+        from rlctl.agents.contract import tool_choices
+        from rlctl.agents.tools import build_tools
+
+        tools = build_tools(tool_choices(self.loaded), registry)
+        return [tool.schema() for tool in tools.values()]
+
+    def _dp_ranks(self) -> list[int]:
+        """The data-parallel rank of every training rank (asked once, here: model-parallel
+        peers, same DP rank, get the same shard)."""
+        from rlctl.trainer.controller.trainer import StepError
+        from rlctl.trainer.worker.training_worker import TrainingWorker
+
+        layout = self.train.call(TrainingWorker.layout)
+        sizes = {size for _, size, _ in layout}
+        ranks = [r for r, _, _ in layout]
+        if len(sizes) != 1 or sorted(set(ranks)) != list(range(sizes.pop())):
+            raise StepError(f"training ranks report an inconsistent data-parallel layout {layout}")
+        return ranks

@@ -40,11 +40,12 @@ class SinkFailure:
 
 def report_to_stderr(message: str) -> None:
     """``warning: <message>`` on stderr (how the run reports what it survives)."""
-    from rich.console import Console
     from rich.markup import escape
 
+    from rlctl.sinks.console import console_for
+
     # escape: messages hold things like "[logging] sinks" that rich would read as markup
-    Console(stderr=True).print(
+    console_for("stderr").print(
         f"[yellow]warning:[/yellow] {escape(message)}", highlight=False, soft_wrap=True
     )
 

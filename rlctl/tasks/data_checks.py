@@ -102,9 +102,17 @@ def _file_problems(data: DataSection, split: str, path: Path) -> list[ConfigProb
         return [ConfigProblem(key, f"{shown} has no rows", "give a file with prompts in it")]
     out += _prompt_type_problems(key, shown, data.prompt_key, schema.field(data.prompt_key).type)
     out += _answer_type_problems(key, shown, data.answer_key, schema.field(data.answer_key).type)
-    if not out:
-        out += _null_problems(key, shown, path, data.prompt_key)
-    return out
+    return out or _value_problems(data, key, shown, path)
+
+
+def _value_problems(data: DataSection, key: str, shown: str, path: Path) -> list[ConfigProblem]:
+    """The first of: null prompts, empty prompts, null answers (each read column by column)."""
+    for check, column in ((_null_problems, data.prompt_key), (_empty_problems, data.prompt_key),
+                          (_answer_null_problems, data.answer_key)):
+        found = check(key, shown, path, column)
+        if found:
+            return found
+    return []
 
 
 def _rows_problems(data: DataSection, key: str, path: Path) -> list[ConfigProblem]:
@@ -198,6 +206,52 @@ def _null_problems(key: str, shown: str, path: Path, column: str) -> list[Config
         f"{first}", "drop or fill those rows")]
 
 
+def _rows_problem(key: str, shown: str, bad: Any, what: str, fix: str) -> list[ConfigProblem]:
+    """One problem for the rows where boolean array ``bad`` is true (none: no problem)."""
+    import pyarrow.compute as pc
+
+    count = pc.sum(bad).as_py() or 0
+    if not count:
+        return []
+    first = pc.index(bad, True).as_py()
+    return [ConfigProblem(key, f"{shown} has {count} of {len(bad)} rows with {what}, the first "
+                          f"in row {first}", fix)]
+
+
+def _empty_problems(key: str, shown: str, path: Path, column: str) -> list[ConfigProblem]:
+    """Prompts with no text: an empty string, or messages whose contents are all empty."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    values = pq.read_table(path, columns=[column]).column(column).combine_chunks()
+    if pa.types.is_list(values.type) or pa.types.is_large_list(values.type):
+        messages = pc.list_flatten(values)
+        texty = pc.not_equal(pc.utf8_trim_whitespace(pc.struct_field(messages, "content")), "")
+        with_text = set(pc.filter(pc.list_parent_indices(values), texty).to_pylist())
+        bad = pa.array([row not in with_text for row in range(len(values))])
+    else:
+        bad = pc.equal(pc.utf8_trim_whitespace(values), "")
+    return _rows_problem(key, shown, bad, f"an empty prompt (column {json.dumps(column)})",
+                         "drop those rows or give them text")
+
+
+def _answer_null_problems(key: str, shown: str, path: Path, column: str) -> list[ConfigProblem]:
+    """Rows whose answer is null (a struct's ``ground_truth`` field, or the plain column): a
+    rule reward would score them against the text "None"."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    values = pq.read_table(path, columns=[column]).column(column).combine_chunks()
+    bad = pc.is_null(values)
+    if pa.types.is_struct(values.type):
+        bad = pc.or_(pc.fill_null(bad, True), pc.is_null(pc.struct_field(values, "ground_truth")))
+    return _rows_problem(key, shown, pc.fill_null(bad, True),
+                         f"a null answer (column {json.dumps(column)})",
+                         "drop those rows or fill in their answers")
+
+
 # --------------------------------------------------------------------------- lengths
 
 
@@ -261,13 +315,21 @@ def prompt_length_problems(recipe: Recipe, tokenizer: Any) -> list[ConfigProblem
 def model_positions(recipe: Recipe) -> tuple[int | None, str]:
     """The longest sequence the policy takes, and where that number comes from."""
     model = recipe.model
-    if model.path == "tiny":
+    if model.path in ("tiny", "tiny-chat"):  # the built-in models: [model.tiny]
         return model.tiny.max_position_embeddings, "model.tiny.max_position_embeddings"
-    config = Path(model.path) / "config.json"
+    from rlctl.models.catalog import resolve_model_path
+    from rlctl.regular_file import read_text
+
     try:
-        cfg = json.loads(config.read_text(encoding="utf-8"))
+        config = Path(resolve_model_path(model.path)) / "config.json"
+    except FileNotFoundError:
+        return None, ""  # a model not installed is reported by the preflight
+    try:
+        cfg = json.loads(read_text(config))  # not a FIFO: that would hang here
     except (OSError, ValueError):
         return None, ""  # a missing model is reported where it is loaded
+    if not isinstance(cfg, dict):
+        return None, ""
     for section in (cfg, cfg.get("text_config") or {}):
         value = section.get("max_position_embeddings") if isinstance(section, dict) else None
         if isinstance(value, int) and value > 0:

@@ -74,27 +74,49 @@ class FilePromptSource:
         if self.prompt_key not in row or self.answer_key not in row:
             missing = self.prompt_key if self.prompt_key not in row else self.answer_key
             raise ValueError(f"{where}: no {missing!r} value (the row has {sorted(row)})")
-        raw = row[self.prompt_key]
-        answer = row[self.answer_key]
+        ground_truth = self._ground_truth(row[self.answer_key], where)
+        extra = {k: v for k, v in row.items() if k not in (self.prompt_key, self.answer_key)}
+        extra["row"] = row_index
+        source = str(row.get("data_source") or self._origin[row_index].stem)
+        text, messages = self._prompt(row[self.prompt_key], where)
+        return Prompt(text=text, messages=messages, ground_truth=ground_truth, data_source=source,
+                      extra=extra)
+
+    def _ground_truth(self, answer: Any, where: str) -> dict[str, Any]:
+        """The row's answer as a ground-truth dict; a missing (null) answer is refused: a rule
+        reward would score it as the text "None"."""
         if isinstance(answer, dict):
             if "ground_truth" not in answer:
                 raise ValueError(
                     f"{where}: column {self.answer_key!r} has no 'ground_truth' field "
                     f"(has {sorted(answer)})")
-            ground_truth = dict(answer)
+            truth = dict(answer)
         else:  # a bare answer column
-            ground_truth = {"ground_truth": answer}
-        extra = {k: v for k, v in row.items() if k not in (self.prompt_key, self.answer_key)}
-        extra["row"] = row_index
-        source = str(row.get("data_source") or self._origin[row_index].stem)
+            truth = {"ground_truth": answer}
+        if truth["ground_truth"] is None:
+            raise ValueError(f"{where}: the answer (column {self.answer_key!r}) is null")
+        return truth
+
+    def _prompt(self, raw: Any, where: str) -> tuple[str | None, list[dict[str, str]] | None]:
+        """``(text, None)`` or ``(None, messages)``; empty prompts and messages whose role or
+        content is not text are refused (they would train on "None" or on nothing)."""
         if isinstance(raw, str):
-            return Prompt(text=raw, ground_truth=ground_truth, data_source=source, extra=extra)
+            if not raw.strip():
+                raise ValueError(f"{where}: the prompt (column {self.prompt_key!r}) is empty")
+            return raw, None
         if not isinstance(raw, list) or not all(
                 isinstance(m, dict) and "role" in m and "content" in m for m in raw):
             raise ValueError(f"{where}: column {self.prompt_key!r} is neither text nor chat "
                              "messages ([{\"role\": ..., \"content\": ...}, ...])")
-        messages = [{"role": str(m["role"]), "content": str(m["content"])} for m in raw]
-        return Prompt(messages=messages, ground_truth=ground_truth, data_source=source, extra=extra)
+        for i, m in enumerate(raw):
+            for part in ("role", "content"):
+                if not isinstance(m[part], str):
+                    raise TypeError(f"{where}: message {i} of column {self.prompt_key!r} has "
+                                     f"a {part} of type {type(m[part]).__name__}, not text")
+        if not any(m["content"].strip() for m in raw):
+            raise ValueError(f"{where}: the prompt (column {self.prompt_key!r}) has no text in "
+                             "any message")
+        return None, [{"role": m["role"], "content": m["content"]} for m in raw]
 
     def __iter__(self) -> Iterator[Prompt]:
         while True:

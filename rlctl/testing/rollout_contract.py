@@ -6,6 +6,8 @@ log-probs must be those of the trainer's model. This contract checks it against 
 from a test module of your engine::
 
     import pytest
+    from rlctl.config.pipeline import validate_recipe
+    from rlctl.engines.rollout.contract import RolloutEngineSpec
     from rlctl.testing.rollout_contract import RolloutEngineParity, hf_reference
     from rlctl.testing.server_checkpoint import save_server_checkpoint, server_tiny_recipe
 
@@ -19,7 +21,8 @@ from a test module of your engine::
 
     @pytest.fixture(scope="module")
     def engine(checkpoint):
-        e = MyEngine(RolloutEngineSpec(server_tiny_recipe("mine", str(checkpoint)), seed=0))
+        loaded = validate_recipe(server_tiny_recipe("mine", str(checkpoint)))
+        e = MyEngine(RolloutEngineSpec.from_loaded(loaded))
         e.load()
         yield e
         e.close()
@@ -45,9 +48,11 @@ from rlctl.testing.server_checkpoint import PARITY_PROMPTS, server_tiny_recipe
 
 def hf_reference(checkpoint: Path | str) -> Any:
     """The ``hf`` engine on ``checkpoint`` (loaded; the reference of the parity tests)."""
+    from rlctl.config.pipeline import validate_recipe
     from rlctl.engines.rollout.hf.engine import HFRolloutEngine
 
-    engine = HFRolloutEngine(RolloutEngineSpec(server_tiny_recipe("hf", str(checkpoint)), seed=0))
+    loaded = validate_recipe(server_tiny_recipe("hf", str(checkpoint)))
+    engine = HFRolloutEngine(RolloutEngineSpec.from_loaded(loaded))
     engine.load()
     return engine
 

@@ -54,6 +54,7 @@ def server_tiny_recipe(
 
     return Recipe.model_validate({
         "run": {"seed": 0, "device": "cpu"},
+        "data": {"task": "count_digits"},  # a valid recipe needs prompts; engines read none
         "model": {"path": path, "dtype": "float32",
                   "tiny": SERVER_TINY_SHAPE if tiny is None else tiny},
         "engines": {"rollout": {"backend": backend, "options": rollout_options,

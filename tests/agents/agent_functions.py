@@ -15,13 +15,13 @@ SEEN: list = []  # (record, responses) of each episode, for the tests to inspect
 
 
 async def two_turns(client, record):
-    """Ask, feed a tool result back, ask again: one output of two turns."""
+    """Ask, add a user message, ask again: one output of two turns."""
     messages = [{"role": "user", "content": str(record.prompt)}]
     first = await client.chat.completions.create(
         model="policy", messages=messages, tools=[CALCULATOR], max_tokens=6, logprobs=True
     )
     messages.append(first.choices[0].message.model_dump(exclude_none=True))
-    messages.append({"role": "tool", "tool_call_id": "c1", "content": "42"})
+    messages.append({"role": "user", "content": "and 6*8?"})
     second = await client.chat.completions.create(
         model="policy", messages=messages, tools=[CALCULATOR], max_tokens=6
     )
@@ -50,3 +50,31 @@ async def greedy(client, record):
             reply.choices[0].message.model_dump(exclude_none=True),
             {"role": "user", "content": "more"},
         ]
+
+
+async def flaky(client, record):
+    """Session 1 of each prompt raises after its first turn (a framework failing): the
+    episode is scored 0 and the run goes on."""
+    reply = await client.chat.completions.create(
+        model="policy", messages=[{"role": "user", "content": str(record.prompt)}], max_tokens=3
+    )
+    if record.session_id == 1:
+        raise RuntimeError("the framework gave up: unknown tool 'search'")
+    return 1.0 if reply.choices[0].message.content else 0.5
+
+
+async def one_request(client, record):
+    """One request, whatever it takes."""
+    await client.chat.completions.create(
+        model="policy", messages=[{"role": "user", "content": "x"}], max_tokens=2)
+    return 1.0
+
+
+async def always_fails(client, record):
+    """Every episode raises before its first request: all are scored 0, the run goes on."""
+    raise ValueError("unparseable structured output")
+
+
+def not_async(client, record):
+    """A plain function: refused at validate."""
+    return 1.0

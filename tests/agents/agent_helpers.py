@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlctl.agents.contract import AgentLoopSpec, PromptRecord
+from rlctl.agents.contract import PromptRecord
 from rlctl.config.recipe import Recipe
 from rlctl.engines.rollout.contract import Generation, SamplingParams
 from rlctl.models.tiny import build_tiny_tokenizer
 from rlctl.registry import get_registry
+from rlctl.testing.agent_episode import ScriptedChatPolicy
 
 TOK = build_tiny_tokenizer()
 
@@ -77,5 +78,16 @@ class ScriptedPolicy:
         )
 
 
-def spec(r: Recipe, options: Any = None) -> AgentLoopSpec:
-    return AgentLoopSpec(recipe=r, options=options, tokenizer=TOK, registry=get_registry())
+TOOL_CALL = ('<think>\nI  should\n\nadd.  </think>\n\n<tool_call>\n'
+             '{"name": "add", "arguments": {"a":2,"b":3}}\n</tool_call>')
+ANSWER = "<think>\nadding   two\n numbers</think>\n\nThe sum is 5."
+
+
+def call_then_answer(context: str) -> str:
+    """A policy's choice: call ``add`` until a tool result is in the context, then answer."""
+    return ANSWER if "<tool_response>" in context else TOOL_CALL
+
+
+def chat_policy(tokenizer: Any, reply: Any = call_then_answer) -> ScriptedChatPolicy:
+    """The tests' chat policy: :func:`call_then_answer` unless told otherwise."""
+    return ScriptedChatPolicy(tokenizer, reply)

@@ -10,6 +10,7 @@ import pytest
 from rlctl.agents.environment import StepResult
 from rlctl.engines.rollout.contract import SamplingParams
 from rlctl.hookspecs import hookimpl
+from rlctl.plugin_errors import PluginCallError
 from rlctl.registry import build_registry, set_registry
 from tests.agents.agent_helpers import ScriptedPolicy, build_loop, ids, recipe, record
 
@@ -64,6 +65,18 @@ class _Hung(_Shaped):
         await asyncio.sleep(60)
 
 
+class _FiveTuple(_Shaped):
+    """gymnasium's (obs, reward, terminated, truncated, info): not what rlctl takes."""
+
+    def step(self, action):
+        return ("o", 1.0, False, False, {})
+
+
+class _Raising(_Shaped):
+    def step(self, action):
+        return {"observation": "o"}["reward"]
+
+
 @pytest.fixture
 def odd_envs():
     module = types.ModuleType("rlctl_test_odd_envs")
@@ -72,6 +85,8 @@ def odd_envs():
     def register_environments(register):
         register("shaped", _Shaped)
         register("hung", _Hung)
+        register("five_tuple", _FiveTuple)
+        register("raising", _Raising)
 
     module.register_environments = register_environments
     set_registry(build_registry(extra=[module]))
@@ -97,7 +112,27 @@ def test_a_hung_environment_step_fails_the_session_within_its_timeout(odd_envs):
     r = recipe(
         agent_loop="env", environment={"name": "hung"}, agent_loop_options={"step_timeout_s": 0.2}
     )
-    with pytest.raises(TimeoutError):
+    with pytest.raises(PluginCallError, match=r'environment "hung" of in-process plugin '
+                       r"rlctl_test_odd_envs step did not return within step_timeout_s = 0.2 s"):
+        run(build_loop(r), ScriptedPolicy(["1<eos>"]))
+
+
+def test_a_step_of_the_wrong_shape_names_the_environment_its_plugin_and_line(odd_envs):
+    r = recipe(agent_loop="env", environment={"name": "five_tuple"})
+    with pytest.raises(PluginCallError) as failure:
+        run(build_loop(r), ScriptedPolicy(["1<eos>"]))
+    message = str(failure.value)
+    assert message.startswith('environment "five_tuple" of in-process plugin rlctl_test_odd_envs '
+                              "step returned tuple ('o', 1.0, False, False, {}): ")
+    assert "4-tuple (observation, reward, done, info)" in message
+    assert f"(defined at {__file__}:" in message and "_FiveTuple.step)" in message
+    assert failure.value.plugin == "rlctl_test_odd_envs" and failure.value.location
+
+
+def test_a_raising_step_names_the_environment_exception_and_line(odd_envs):
+    r = recipe(agent_loop="env", environment={"name": "raising"})
+    with pytest.raises(PluginCallError, match=r'environment "raising" of in-process plugin '
+                       r"rlctl_test_odd_envs raised KeyError: 'reward' at .*test_env_loop.py:"):
         run(build_loop(r), ScriptedPolicy(["1<eos>"]))
 
 
@@ -105,3 +140,11 @@ def test_step_results_accept_gym_tuples_and_reject_other_values():
     assert StepResult.of(("o", 1, True, None)) == StepResult("o", 1.0, True, {})
     with pytest.raises(TypeError, match="4-tuple"):
         StepResult.of(("o", 1.0))
+    with pytest.raises(TypeError, match="observation"):
+        StepResult.of((None, 1.0, True, {}))
+    with pytest.raises(TypeError, match="reward"):
+        StepResult.of(("o", None, True, {}))
+    with pytest.raises(ValueError, match="finite"):
+        StepResult.of(("o", float("nan"), True, {}))
+    with pytest.raises(TypeError, match="done"):
+        StepResult.of(("o", 1.0, "yes", {}))

@@ -12,15 +12,17 @@ import types
 import pytest
 import torch
 
-from rlctl.agents.contract import AgentOutput
+from rlctl.agents.contract import AgentLoop, AgentOutput, EpisodeError
+from rlctl.algorithms.staleness import policy_of
 from rlctl.config.pipeline import validate_recipe
 from rlctl.config.recipe import Recipe
 from rlctl.dataplane.memory import MemoryDataPlane
 from rlctl.dataplane.replay_buffer import ReplayBuffer
-from rlctl.engines.rollout.contract import SamplingParams
+from rlctl.engines.rollout.contract import Generation, SamplingParams
 from rlctl.hookspecs import hookimpl
 from rlctl.registry import build_registry, get_registry, set_registry
 from rlctl.trainer.controller.prompts import PromptFeeder
+from rlctl.trainer.plan import build_plan
 from rlctl.trainer.worker.advantage_phase import run_advantage_phase
 from rlctl.trainer.worker.rollout_worker import RolloutWorker
 from rlctl.trainer.worker.training_worker import TrainingWorker
@@ -33,9 +35,7 @@ SCRIPT = {
 }
 
 
-class ScriptedOutputs:
-    def __init__(self, spec=None):
-        pass
+class ScriptedOutputs(AgentLoop):
 
     async def run(self, prompt, session_id, sampling, generate):
         return [
@@ -61,6 +61,18 @@ class SteppedOutputs(ScriptedOutputs):
         return [out]
 
 
+class FailingEpisodes(ScriptedOutputs):
+    """Session 1 fails with its outputs, session 2 before recording any (scored 0)."""
+
+    async def run(self, prompt, session_id, sampling, generate):
+        outs = await super().run(prompt, session_id, sampling, generate)
+        if session_id == 0:
+            return outs
+        metrics = {"episode_errors": 1.0}
+        raise EpisodeError(f"framework error {session_id}", outs if session_id == 1 else [],
+                           metrics)
+
+
 def scripted_reward(sample, **options):
     return float(sample.extra["r"])
 
@@ -73,6 +85,7 @@ def plugins():
     def register_agent_loops(register):
         register("scripted", ScriptedOutputs)
         register("stepped", SteppedOutputs)
+        register("failing", FailingEpisodes)
 
     @hookimpl
     def register_reward_functions(register):
@@ -161,7 +174,8 @@ def test_advantages_skip_observations_and_count_each_session_once(plugins):
 def test_training_batch_masks_observations_for_every_loss(plugins):
     loaded, plane, meta, _ = rollout("grpo")
     advantages(plane, meta, loaded)
-    trainer = TrainingWorker(loaded, plane, roles=())
+    plan = build_plan(loaded, get_registry(), policy_of(loaded))
+    trainer = TrainingWorker(loaded, plane, plan)
     trainer.pad_id = 0
     batch, fields, lengths, _ = trainer._model_batch(meta.select([0, 3]), ["advantages"], pad_to=3)
     want = torch.tensor([[1, 1, 0, 1, 1], [1, 0, 0, 1, 0], [0, 0, 0, 0, 0]], dtype=torch.float32)
@@ -217,9 +231,9 @@ def test_a_reward_model_scores_each_session_once(plugins, tmp_path):
     model = {"path": str(tmp_path), "dtype": "float32"}
     rewards = [{"name": "scripted_reward"}, {"name": "reward_model", "options": model}]
     loaded, plane, prompts, meta, _ = rollout_with_prompts("grpo", rewards=rewards)
-    worker = RewardWorker(loaded.recipe, plane)
+    worker = RewardWorker(loaded, plane)
     worker.ready()
-    worker.score(meta, prompts)
+    worker.score(meta, prompts.partition_id)
     keys = list(meta.keys[:4])  # sessions 0, 1 (two outputs), 2 of the first prompt
     td = plane.kv_batch_get(keys, "train", ["prompt_ids", "response_ids", "reward/reward_model"])
     got = td["reward/reward_model"].tolist()
@@ -232,6 +246,39 @@ def test_a_reward_model_scores_each_session_once(plugins, tmp_path):
     want = SequenceClassifierReward(RewardModelOptions(**model))(last)
     assert got == pytest.approx([want[0], want[1], want[1], want[2]], abs=1e-5)
     assert len({round(v, 4) for v in want}) == 3  # a real signal, not a constant
+
+
+def test_failed_episodes_are_written_scored_zero_and_reward_models_skip_them(plugins, tmp_path):
+    from rlctl.config.recipe import TinyModelSection
+    from rlctl.models.tiny import build_tiny_reward_model
+    from rlctl.trainer.worker.reward_worker import RewardWorker
+
+    build_tiny_reward_model(TinyModelSection(), seed=7).save_pretrained(tmp_path)
+    rewards = [{"name": "scripted_reward"},
+               {"name": "reward_model", "options": {"path": str(tmp_path), "dtype": "float32"}}]
+    loaded, plane, prompts, meta, counts = rollout_with_prompts("grpo", "failing",
+                                                                rewards=rewards)
+    assert counts["failures"] == 0  # nothing failed the step
+    worker = RewardWorker(loaded, plane)
+    worker.ready()
+    worker.score(meta, prompts.partition_id)
+    uid = meta.tags[0]["uid"]
+    keys = [k for k in meta.keys if k.startswith(uid)]
+    assert [k.removeprefix(uid) for k in keys] == ["_0_0", "_1_0", "_1_1", "_2_0"]
+    td = plane.kv_batch_get(keys, "train", ["prompt_ids", "response_ids", "loss_mask", "score",
+                                            "reward/scripted_reward", "reward/reward_model"])
+    tags = dict(zip(meta.keys, meta.tags, strict=True))
+    # session 0 scored as usual; sessions 1 (its two outputs) and 2 score 0, every part 0
+    assert td["score"][1:].tolist() == [0.0, 0.0, 0.0] and td["score"][0] != 0.0
+    assert td["reward/scripted_reward"][1:].tolist() == [0.0] * 3
+    assert td["reward/reward_model"][1:].tolist() == [0.0] * 3
+    assert [tags[k].get("episode_error") for k in keys] == [
+        None, "framework error 1", "framework error 1", "framework error 2"]
+    # session 2 recorded nothing: the prompt and one masked eos, so its group still counts
+    eos = worker.tokenizer.eos_token_id
+    assert td["response_ids"][3].tolist() == [eos] and td["loss_mask"][3].tolist() == [0]
+    assert td["prompt_ids"][3].tolist() == td["prompt_ids"][0].tolist()
+    assert tags[keys[3]]["agent/episode_errors"] == 1.0
 
 
 def test_the_single_turn_batch_hands_a_failed_generate_to_every_session() -> None:
@@ -249,16 +296,20 @@ def test_the_single_turn_batch_hands_a_failed_generate_to_every_session() -> Non
     async def broken(prompts, sampling):
         raise RuntimeError("engine gone")
 
-    out = asyncio.run(SingleTurnAgentLoop().run_batch(requests, SamplingParams(2), broken))
+    def run_batch(generate_many):
+        return asyncio.run(SingleTurnAgentLoop().run_batch(
+            requests, SamplingParams(2), None, generate_many, session_timeout_s=5.0))
+
+    out = run_batch(broken)
     assert [str(o) for o in out] == ["engine gone"] * 3
 
-    class Gen:
-        token_ids, log_probs, finish_reason, weight_version = [7], [-0.5], "stop", 3
+    def gen():
+        return Generation([7], [-0.5], "stop", 3)
 
     async def one_fails(prompts, sampling):
-        return [Gen(), ValueError("request 1 refused"), Gen()]
+        return [gen(), ValueError("request 1 refused"), gen()]
 
-    out = asyncio.run(SingleTurnAgentLoop().run_batch(requests, SamplingParams(2), one_fails))
+    out = run_batch(one_fails)
     assert isinstance(out[1], ValueError)
     assert [o[0].response_ids for o in (out[0], out[2])] == [[7], [7]]
     assert out[2][0].prompt_ids == [1, 6] and out[2][0].weight_version == 3

@@ -13,6 +13,7 @@ import asyncio
 import pytest
 
 from rlctl.agents.contract import PromptRecord
+from rlctl.config.pipeline import validate_recipe
 from rlctl.config.recipe import Recipe
 from rlctl.engines.rollout.contract import RolloutEngineSpec, SamplingParams
 from rlctl.engines.rollout.server.engine_envs import built_env_python
@@ -53,14 +54,11 @@ def engine(request, checkpoint):
     options = (
         {} if backend == "hf" else {"python": built_env_python(backend), "startup_timeout_s": 600}
     )
-    engine = get_registry().load("rollout_engine", backend)(
-        RolloutEngineSpec(server_tiny_recipe(backend, checkpoint, **options), seed=0)
-    )
+    loaded = validate_recipe(server_tiny_recipe(backend, checkpoint, **options))
+    engine = get_registry().load("rollout_engine", backend)(RolloutEngineSpec.from_loaded(loaded))
     engine.load()
     yield engine
-    close = getattr(engine, "close", None)
-    if close is not None:
-        close()
+    engine.close()
 
 
 class Recording:

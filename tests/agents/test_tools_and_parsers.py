@@ -8,21 +8,21 @@ import pytest
 
 from rlctl.agents.builtin_tools import Calculator, Lookup
 from rlctl.agents.tool_parsers import CompactToolParser, HermesToolParser
-from rlctl.agents.tools import ToolCall, ToolContext, ToolFailure, ToolResult, run_call
+from rlctl.agents.tools import (
+    CallLimits,
+    ToolCall,
+    ToolContext,
+    ToolFailure,
+    ToolResult,
+    ToolRunner,
+)
 from tests.agents.agent_helpers import TOK, ids, record
 
 
 def call(tool, args):
-    return asyncio.run(
-        run_call(
-            {tool.name: tool},
-            ToolCall(tool.name, args),
-            ToolContext(record(), 0),
-            timeout_s=5,
-            on_error="observe",
-            max_chars=50,
-        )
-    )
+    runner = ToolRunner({tool.name: tool}, {}, threads=2)
+    return asyncio.run(runner.run(ToolCall(tool.name, args), ToolContext(record(), 0),
+                                  CallLimits(timeout_s=5, on_error="observe", max_chars=50)))
 
 
 @pytest.mark.parametrize(
@@ -51,23 +51,14 @@ def test_lookup_answers_with_the_prompts_hidden_value_and_long_results_are_cut()
 
 
 def test_unknown_tools_and_unreadable_calls_are_answered_or_fail_by_option():
-    tools = {"lookup": Lookup()}
+    runner = ToolRunner({"lookup": Lookup()}, {}, threads=2)
     ctx = ToolContext(record(), 0)
-    res = asyncio.run(
-        run_call(tools, ToolCall("nope", {}), ctx, timeout_s=1, on_error="observe", max_chars=99)
-    )
+    res = asyncio.run(runner.run(ToolCall("nope", {}), ctx, CallLimits(1, "observe", 99)))
     assert not res.ok and "no tool named 'nope'" in res.text
+    assert res.error is None  # the model's own mistake: it reads it, the user is not told
     with pytest.raises(ToolFailure, match="bad json"):
-        asyncio.run(
-            run_call(
-                tools,
-                ToolCall("?", {}, error="bad json"),
-                ctx,
-                timeout_s=1,
-                on_error="fail",
-                max_chars=99,
-            )
-        )
+        asyncio.run(runner.run(ToolCall("?", {}, error="bad json"), ctx,
+                               CallLimits(1, "fail", 99)))
 
 
 def test_hermes_reads_calls_content_and_broken_json():
@@ -128,10 +119,13 @@ def test_prompts_render_the_tool_schemas_through_the_chat_template(chat_model_di
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from rlctl.agents.contract import tool_choices
+    from rlctl.agents.tools import build_tools
     from rlctl.config.pipeline import validate_recipe
     from rlctl.config.recipe import Recipe
     from rlctl.dataplane.memory import MemoryDataPlane
     from rlctl.models.loading import load_tokenizer
+    from rlctl.registry import get_registry
     from rlctl.trainer.controller.prompts import PromptFeeder
 
     path = tmp_path / "train.parquet"
@@ -155,8 +149,9 @@ def test_prompts_render_the_tool_schemas_through_the_chat_template(chat_model_di
     tok = load_tokenizer(recipe.model)
     plane = MemoryDataPlane()
     loaded = validate_recipe(recipe)
+    tools = build_tools(tool_choices(loaded), get_registry())
     feeder = PromptFeeder(recipe, tok, plane, task_options=None,
-                          tool_options=[loaded.options_for("rollout.tools[0].options")])
+                          tool_schemas=[t.schema() for t in tools.values()])
     meta = feeder.next_batch(1, partition="train", global_step=1, n=2)
     td = plane.kv_batch_get(list(meta.keys), meta.partition_id, ["prompt_ids"])
     text = tok.decode(td["prompt_ids"].unbind()[0].tolist())

@@ -15,6 +15,8 @@ from rlctl.algorithms.covariance_losses import (
     compute_policy_loss_clip_cov,
     compute_policy_loss_kl_cov,
 )
+from rlctl.algorithms.off_policy import OffPolicyCorrection
+from rlctl.algorithms.policy_loss_inputs import PolicyLossInputs
 from rlctl.algorithms.policy_losses import (
     compute_policy_loss_cispo,
     compute_policy_loss_geo_mean,
@@ -47,14 +49,16 @@ PAD = [1, 1, 1, 1, 0]
 def test_vanilla_ppo_clip_with_dual_clip_hand_computed():
     old, lp, adv, mask = _tokens(RATIOS, ADVS, PAD)
     loss, metrics = compute_policy_loss_vanilla(
-        old,
-        lp,
-        adv,
-        mask,
-        loss_agg_mode="token-mean",
-        clip_low=0.2,
-        clip_high=0.2,
-        clip_ratio_c=3.0,
+        PolicyLossInputs(
+            old,
+            lp,
+            adv,
+            mask,
+            loss_agg_mode="token-mean",
+            clip_low=0.2,
+            clip_high=0.2,
+            clip_ratio_c=3.0,
+        )
     )
     # per token: max(-1.5, -1.2) = -1.2; -0.5; max(0.5, 0.8) = 0.8; min(3, max(4, 1.2)) = 3
     assert loss.item() == pytest.approx((-1.2 - 0.5 + 0.8 + 3.0) / 4)
@@ -69,25 +73,29 @@ def test_vanilla_ppo_clip_with_dual_clip_hand_computed():
 def test_vanilla_clip_higher_and_no_dual_clip():
     old, lp, adv, mask = _tokens(RATIOS, ADVS, PAD)
     higher, _ = compute_policy_loss_vanilla(
-        old,
-        lp,
-        adv,
-        mask,
-        loss_agg_mode="token-mean",
-        clip_low=0.2,
-        clip_high=0.6,
-        clip_ratio_c=3.0,
+        PolicyLossInputs(
+            old,
+            lp,
+            adv,
+            mask,
+            loss_agg_mode="token-mean",
+            clip_low=0.2,
+            clip_high=0.6,
+            clip_ratio_c=3.0,
+        )
     )
     assert higher.item() == pytest.approx((-1.5 - 0.5 + 0.8 + 3.0) / 4)
     no_dual, metrics = compute_policy_loss_vanilla(
-        old,
-        lp,
-        adv,
-        mask,
-        loss_agg_mode="token-mean",
-        clip_low=0.2,
-        clip_high=0.2,
-        clip_ratio_c=None,
+        PolicyLossInputs(
+            old,
+            lp,
+            adv,
+            mask,
+            loss_agg_mode="token-mean",
+            clip_low=0.2,
+            clip_high=0.2,
+            clip_ratio_c=None,
+        )
     )
     assert no_dual.item() == pytest.approx((-1.2 - 0.5 + 0.8 + 4.0) / 4)
     assert metrics["pg_clipfrac_lower"] == 0.0
@@ -97,7 +105,7 @@ def test_vanilla_rejects_a_dual_clip_bound_not_above_one():
     old, lp, adv, mask = _tokens(RATIOS, ADVS, PAD)
     with pytest.raises(ValueError, match="clip_ratio_c"):
         compute_policy_loss_vanilla(
-            old, lp, adv, mask, loss_agg_mode="token-mean", clip_ratio_c=1.0
+            PolicyLossInputs(old, lp, adv, mask, loss_agg_mode="token-mean", clip_ratio_c=1.0)
         )
 
 
@@ -107,7 +115,9 @@ def test_clipped_loss_equals_unclipped_policy_gradient_when_ratios_are_one():
     old = lp.detach().clone()
     adv = torch.randn(3, 4)
     mask = torch.tensor([[1.0, 1, 1, 1], [1, 1, 0, 0], [1, 0, 0, 0]])
-    loss, metrics = compute_policy_loss_vanilla(old, lp, adv, mask, loss_agg_mode="token-mean")
+    loss, metrics = compute_policy_loss_vanilla(
+        PolicyLossInputs(old, lp, adv, mask, loss_agg_mode="token-mean")
+    )
     unclipped = -(adv * mask).sum() / mask.sum()  # -A r with r = 1
     assert loss.item() == pytest.approx(float(unclipped), abs=1e-6)
     assert metrics["pg_clipfrac"] == 0.0 and metrics["ppo_kl"] == 0.0
@@ -121,7 +131,9 @@ def test_gspo_clips_the_sequence_ratio():
     adv = torch.tensor([[1.0, 1.0], [-1.0, -1.0]])
     mask = torch.ones(2, 2)
     loss, metrics = compute_policy_loss_gspo(
-        old, lp, adv, mask, loss_agg_mode="seq-mean-token-mean", clip_low=0.2, clip_high=0.2
+        PolicyLossInputs(
+            old, lp, adv, mask, loss_agg_mode="seq-mean-token-mean", clip_low=0.2, clip_high=0.2
+        )
     )
     # seq 0: s = exp(mean(log 2, 0)) = sqrt 2 > 1.2 -> -1.2 per token; seq 1: s = 1 -> +1.
     assert loss.item() == pytest.approx((-1.2 + 1.0) / 2)
@@ -134,7 +146,9 @@ def test_gspo_clips_the_sequence_ratio():
 def test_cispo_keeps_the_gradient_of_clipped_tokens():
     old, lp, adv, mask = _tokens([1.5, 0.5], [1.0, -1.0])
     loss, metrics = compute_policy_loss_cispo(
-        old, lp, adv, mask, loss_agg_mode="token-mean", clip_low=0.2, clip_high=0.2
+        PolicyLossInputs(
+            old, lp, adv, mask, loss_agg_mode="token-mean", clip_low=0.2, clip_high=0.2
+        )
     )
     # -sg[clip(r)] A log pi: -1.2 * log 1.5 and +0.8 * log 0.5 (A = -1), averaged.
     assert loss.item() == pytest.approx((-1.2 * LOG(1.5) + 0.8 * LOG(0.5)) / 2, rel=1e-6)
@@ -145,7 +159,9 @@ def test_cispo_keeps_the_gradient_of_clipped_tokens():
 
 def test_sapo_gate_at_ratio_one():
     old, lp, adv, mask = _tokens([1.0, 1.0], [1.0, -1.0])
-    loss, _ = compute_policy_loss_sapo(old, lp, adv, mask, loss_agg_mode="seq-mean-token-mean")
+    loss, _ = compute_policy_loss_sapo(
+        PolicyLossInputs(old, lp, adv, mask, loss_agg_mode="seq-mean-token-mean")
+    )
     # f(1) = sigmoid(0) * 4 / tau = 2 / tau, tau = 1 for A > 0 and 1.05 otherwise.
     assert loss.item() == pytest.approx((-2.0 + 2.0 / 1.05) / 2, rel=1e-5)
     loss.backward()
@@ -155,7 +171,9 @@ def test_sapo_gate_at_ratio_one():
 
 def test_gpg_is_plain_policy_gradient():
     old, lp, adv, mask = _tokens([0.5, 0.25], [2.0, 1.0])
-    loss, metrics = compute_policy_loss_gpg(old, lp, adv, mask, loss_agg_mode="token-mean")
+    loss, metrics = compute_policy_loss_gpg(
+        PolicyLossInputs(old, lp, adv, mask, loss_agg_mode="token-mean")
+    )
     assert loss.item() == pytest.approx((-2 * LOG(0.5) - LOG(0.25)) / 2)
     assert set(metrics) >= {"pg_clipfrac", "ppo_kl", "pg_clipfrac_lower"}
 
@@ -165,13 +183,15 @@ def test_geo_mean_clips_per_token_inside_the_geometric_mean():
     old = torch.zeros(2, 2)
     adv = torch.tensor([[1.0, 1.0], [-1.0, -1.0]])
     loss, metrics = compute_policy_loss_geo_mean(
-        old,
-        lp,
-        adv,
-        torch.ones(2, 2),
-        loss_agg_mode="seq-mean-token-mean",
-        clip_low=0.2,
-        clip_high=0.2,
+        PolicyLossInputs(
+            old,
+            lp,
+            adv,
+            torch.ones(2, 2),
+            loss_agg_mode="seq-mean-token-mean",
+            clip_low=0.2,
+            clip_high=0.2,
+        )
     )
     # A > 0: min(l, clip(l)) = [0.1, 0.2]; A < 0: max(l, clip(l)) = [-0.2, 0.3].
     assert loss.item() == pytest.approx((-math.exp(0.15) + math.exp(0.05)) / 2)
@@ -185,13 +205,15 @@ def test_clip_cov_drops_the_gradient_of_high_covariance_tokens():
     lp = torch.tensor([[0.0, -2.0, -1.0, -1.0]], requires_grad=True)  # cov = [2, 2, 0, 0]
     adv = torch.tensor([[2.0, -2.0, 0.0, 0.0]])
     loss, metrics = compute_policy_loss_clip_cov(
-        lp.detach(), lp, adv, torch.ones(1, 4), loss_agg_mode="token-mean", clip_cov_ratio=0.5
+        PolicyLossInputs(lp.detach(), lp, adv, torch.ones(1, 4), loss_agg_mode="token-mean"),
+        clip_cov_ratio=0.5,
     )
     assert loss.item() == 0.0 and metrics["pg_clipfrac"] == 0.5
     loss.backward()
     assert lp.grad.tolist() == [[0.0, 0.0, 0.0, 0.0]]
     one, metrics = compute_policy_loss_clip_cov(
-        lp.detach(), lp, adv, torch.ones(1, 4), loss_agg_mode="token-mean", clip_cov_ratio=0.25,
+        PolicyLossInputs(lp.detach(), lp, adv, torch.ones(1, 4), loss_agg_mode="token-mean"),
+        clip_cov_ratio=0.25,
         generator=torch.Generator().manual_seed(0),
     )
     assert metrics["pg_clipfrac"] == 0.25 and one.item() in (
@@ -205,11 +227,7 @@ def test_kl_cov_penalises_the_top_covariance_token():
     adv = torch.tensor([[2.0, -2.0, 0.0, 0.0]])  # cov = [3, 2, 0, 0]: token 0 is the top
     old = lp - torch.tensor([[0.1, 0.0, 0.0, 0.0]])
     loss, metrics = compute_policy_loss_kl_cov(
-        old,
-        lp,
-        adv,
-        torch.ones(1, 4),
-        loss_agg_mode="token-mean",
+        PolicyLossInputs(old, lp, adv, torch.ones(1, 4), loss_agg_mode="token-mean"),
         kl_cov_ratio=0.25,
         ppo_kl_coef=0.1,
     )
@@ -222,19 +240,42 @@ def test_truncated_importance_sampling_reweights_tokens():
     old, lp, adv, mask = _tokens([1.0, 1.0], [1.0, 1.0])
     rollout = torch.tensor([[LOG(2.0), LOG(0.25)]])  # exp(old - rollout) = [0.5, 4] -> cap 2
     loss, metrics = compute_policy_loss_vanilla(
-        old, lp, adv, mask, loss_agg_mode="token-mean", rollout_log_probs=rollout, tis_cap=2.0
+        PolicyLossInputs(
+            old,
+            lp,
+            adv,
+            mask,
+            loss_agg_mode="token-mean",
+            rollout_log_probs=rollout,
+            correction=OffPolicyCorrection("truncated_is", cap=2.0),
+        )
     )
     assert loss.item() == pytest.approx((-0.5 - 2.0) / 2)
     assert metrics["tis_clipfrac"] == 0.5 and metrics["tis_weight_mean"] == pytest.approx(1.25)
     with pytest.raises(ValueError, match="rollout_log_probs is missing"):
-        compute_policy_loss_vanilla(old, lp, adv, mask, loss_agg_mode="token-mean", tis_cap=2.0)
+        compute_policy_loss_vanilla(
+            PolicyLossInputs(
+                old,
+                lp,
+                adv,
+                mask,
+                loss_agg_mode="token-mean",
+                correction=OffPolicyCorrection("truncated_is", cap=2.0),
+            )
+        )
 
 
 @pytest.mark.parametrize("mode", LOSS_AGG_MODES)
 @pytest.mark.parametrize(
     "loss_fn",
-    [compute_policy_loss_vanilla, compute_policy_loss_gspo, compute_policy_loss_cispo,
-     compute_policy_loss_sapo, compute_policy_loss_gpg, compute_policy_loss_geo_mean],
+    [
+        compute_policy_loss_vanilla,
+        compute_policy_loss_gspo,
+        compute_policy_loss_cispo,
+        compute_policy_loss_sapo,
+        compute_policy_loss_gpg,
+        compute_policy_loss_geo_mean,
+    ],
 )
 def test_micro_batch_policy_losses_and_gradients_sum_to_the_whole(loss_fn, mode):
     torch.manual_seed(1)
@@ -249,12 +290,14 @@ def test_micro_batch_policy_losses_and_gradients_sum_to_the_whole(loss_fn, mode)
         "clip_ratio_c": 3.0,
         "horizon": 5,
     }
-    whole, _ = loss_fn(old, lp, adv, mask, **common)
+    whole, _ = loss_fn(PolicyLossInputs(old, lp, adv, mask, **common))
     (whole_grad,) = torch.autograd.grad(whole, lp)
     parts = [slice(0, 1), slice(1, 4), slice(4, 6)]
     normalizer = sum(loss_normalizer(mask[p], mode) for p in parts)
     total = sum(
-        loss_fn(old[p], lp[p], adv[p], mask[p], global_normalizer=normalizer, **common)[0]
+        loss_fn(
+            PolicyLossInputs(old[p], lp[p], adv[p], mask[p], global_normalizer=normalizer, **common)
+        )[0]
         for p in parts
     )
     (total_grad,) = torch.autograd.grad(total, lp)

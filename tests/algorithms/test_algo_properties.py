@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 
 from rlctl.algorithms import get_advantage_estimator, get_policy_loss
 from rlctl.algorithms.aggregation import LOSS_AGG_MODES
+from rlctl.algorithms.off_policy import OffPolicyCorrection
+from rlctl.algorithms.policy_loss_inputs import PolicyLossInputs
 from rlctl.registry import build_registry
 
 REGISTRY = build_registry(external="none")
@@ -94,9 +96,10 @@ def test_losses_are_finite_and_ignore_values_outside_the_mask(name, mode, batch)
     old = batch["old_log_probs"]
     lp = (old + 0.3 * batch["noise"]).requires_grad_()
     common = {"loss_agg_mode": mode, "clip_low": 0.2, "clip_high": 0.28, "clip_ratio_c": 3.0,
-              "rollout_log_probs": batch["ref_log_probs"], "tis_cap": 2.0,
-              "generator": torch.Generator().manual_seed(0)}
-    loss, metrics = fn(old, lp, batch["adv"], mask, **common)
+              "correction": OffPolicyCorrection("truncated_is", cap=2.0)}
+    loss, metrics = fn(PolicyLossInputs(old, lp, batch["adv"], mask, **common,
+                                        rollout_log_probs=batch["ref_log_probs"]),
+                       generator=torch.Generator().manual_seed(0))
     assert loss.dim() == 0 and torch.isfinite(loss)
     assert {"pg_clipfrac", "ppo_kl", "pg_clipfrac_lower"} <= set(metrics)
     assert all(np.isfinite(v) for v in metrics.values())
@@ -105,7 +108,8 @@ def test_losses_are_finite_and_ignore_values_outside_the_mask(name, mode, batch)
     # Padding may hold anything finite: the loss must not see it.
     pad = mask == 0
     garbage = lambda x: torch.where(pad, x + 7.5, x)
-    again, _ = fn(garbage(old), garbage(lp.detach()), garbage(batch["adv"]), mask,
-                  **{**common, "rollout_log_probs": garbage(batch["ref_log_probs"]),
-                     "generator": torch.Generator().manual_seed(0)})
+    again, _ = fn(PolicyLossInputs(garbage(old), garbage(lp.detach()), garbage(batch["adv"]),
+                                   mask, **common,
+                                   rollout_log_probs=garbage(batch["ref_log_probs"])),
+                  generator=torch.Generator().manual_seed(0))
     assert float(again) == pytest.approx(float(loss.detach()), rel=1e-5, abs=1e-6)

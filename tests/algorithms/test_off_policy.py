@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from rlctl.algorithms.off_policy import OffPolicyCorrection, resolve_correction
+from rlctl.algorithms.policy_loss_inputs import PolicyLossInputs
 from rlctl.algorithms.policy_losses import (
     compute_policy_loss_geo_mean,
     compute_policy_loss_vanilla,
@@ -72,8 +73,18 @@ def test_decoupled_ppo_weights_by_the_behaviour_ratio_and_clips_around_the_proxi
     adv, mask = torch.ones(1, 3), torch.ones(1, 3)
     corr = OffPolicyCorrection("decoupled_ppo", cap=5.0)
     loss, m = compute_policy_loss_vanilla(
-        old, log_prob, adv, mask, loss_agg_mode="token-mean", clip_low=0.2, clip_high=0.2,
-        rollout_log_probs=rollout, correction=corr)
+        PolicyLossInputs(
+            old,
+            log_prob,
+            adv,
+            mask,
+            loss_agg_mode="token-mean",
+            clip_low=0.2,
+            clip_high=0.2,
+            rollout_log_probs=rollout,
+            correction=corr,
+        )
+    )
     assert loss.item() == pytest.approx((-1.2 * 0.5 - 1.2 * 4.0 + 0.0) / 3)
     assert m["is_masked_frac"] == pytest.approx(1 / 3)
     assert m["is_weight_mean"] == pytest.approx(4.5 / 3)
@@ -86,9 +97,18 @@ def test_weights_are_constants_of_the_gradient():
     log_prob = torch.zeros(1, 2, requires_grad=True)
     adv, mask = torch.tensor([[1.0, -2.0]]), torch.ones(1, 2)
     corr = OffPolicyCorrection("masked_is", low=0.0, high=2.0)  # 3.0 is masked
-    loss, _ = compute_policy_loss_vanilla(old, log_prob, adv, mask, loss_agg_mode="token-mean",
-                                          clip_ratio_c=None, rollout_log_probs=rollout,
-                                          correction=corr)
+    loss, _ = compute_policy_loss_vanilla(
+        PolicyLossInputs(
+            old,
+            log_prob,
+            adv,
+            mask,
+            loss_agg_mode="token-mean",
+            clip_ratio_c=None,
+            rollout_log_probs=rollout,
+            correction=corr,
+        )
+    )
     (grad,) = torch.autograd.grad(loss, log_prob)
     assert torch.allclose(grad, torch.tensor([[-1.0 * 0.5 / 2, 0.0]]))
 
@@ -97,20 +117,18 @@ def test_none_leaves_the_loss_unchanged_and_adds_no_metrics():
     old, rollout = _behaviour([[0.5, 4.0]])
     log_prob = torch.tensor([[LOG(1.1), LOG(0.7)]])
     adv, mask = torch.tensor([[1.0, -1.0]]), torch.ones(1, 2)
-    plain, plain_m = compute_policy_loss_vanilla(old, log_prob, adv, mask)
-    none, none_m = compute_policy_loss_vanilla(old, log_prob, adv, mask, rollout_log_probs=rollout,
-                                               correction=OffPolicyCorrection("none"))
+    plain, plain_m = compute_policy_loss_vanilla(PolicyLossInputs(old, log_prob, adv, mask))
+    none, none_m = compute_policy_loss_vanilla(
+        PolicyLossInputs(
+            old,
+            log_prob,
+            adv,
+            mask,
+            rollout_log_probs=rollout,
+            correction=OffPolicyCorrection("none"),
+        )
+    )
     assert none.item() == plain.item() and none_m == plain_m
-
-
-def test_the_old_tis_cap_keyword_is_truncated_is():
-    old, rollout = _behaviour([[0.5, 4.0]])
-    log_prob, adv, mask = torch.zeros(1, 2), torch.ones(1, 2), torch.ones(1, 2)
-    a, ma = compute_policy_loss_vanilla(old, log_prob, adv, mask, rollout_log_probs=rollout,
-                                        tis_cap=2.0)
-    b, mb = compute_policy_loss_vanilla(old, log_prob, adv, mask, rollout_log_probs=rollout,
-                                        correction=OffPolicyCorrection("truncated_is", cap=2.0))
-    assert a.item() == b.item() == pytest.approx(-(0.5 + 2.0) / 2) and ma == mb
 
 
 def test_a_sequence_loss_takes_the_geometric_mean_of_the_token_weights():
@@ -118,26 +136,39 @@ def test_a_sequence_loss_takes_the_geometric_mean_of_the_token_weights():
     old, rollout = _behaviour([[0.5, 2.0], [1.0, 9.0]])
     log_prob, adv, mask = torch.zeros(2, 2), torch.ones(2, 2), torch.ones(2, 2)
     loss, m = compute_policy_loss_geo_mean(
-        old, log_prob, adv, mask, loss_agg_mode="seq-mean-token-mean", rollout_log_probs=rollout,
-        correction=OffPolicyCorrection("decoupled_ppo", cap=5.0))
+        PolicyLossInputs(
+            old,
+            log_prob,
+            adv,
+            mask,
+            loss_agg_mode="seq-mean-token-mean",
+            rollout_log_probs=rollout,
+            correction=OffPolicyCorrection("decoupled_ppo", cap=5.0),
+        )
+    )
     assert loss.item() == pytest.approx((-1.0 + 0.0) / 2, abs=1e-4)
     assert m["is_masked_frac"] == 0.25
 
 
 def test_a_correction_without_rollout_log_probs_is_refused():
     old, log_prob, adv, mask = (torch.zeros(1, 2),) * 4
-    with pytest.raises(ValueError, match="masked_is off-policy correction is on but "
-                                         "rollout_log_probs is missing"):
-        compute_policy_loss_vanilla(old, log_prob, adv, mask,
-                                    correction=OffPolicyCorrection("masked_is"))
+    with pytest.raises(
+        ValueError, match="masked_is off-policy correction is on but rollout_log_probs is missing"
+    ):
+        compute_policy_loss_vanilla(
+            PolicyLossInputs(old, log_prob, adv, mask, correction=OffPolicyCorrection("masked_is"))
+        )
 
 
-@pytest.mark.parametrize(("kwargs", "match"), [
-    ({"method": "truncated_is", "cap": 0.0}, "positive cap"),
-    ({"method": "decoupled_ppo", "cap": 1.0}, "must be > 1"),
-    ({"method": "masked_is", "low": 2.0, "high": 1.0}, "low < high"),
-    ({"method": "clipped"}, "unknown off-policy correction"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"method": "truncated_is", "cap": 0.0}, "positive cap"),
+        ({"method": "decoupled_ppo", "cap": 1.0}, "must be > 1"),
+        ({"method": "masked_is", "low": 2.0, "high": 1.0}, "low < high"),
+        ({"method": "clipped"}, "unknown off-policy correction"),
+    ],
+)
 def test_bad_corrections_are_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
         OffPolicyCorrection(**kwargs)
@@ -147,20 +178,26 @@ def _section(**kw):
     return CorrectionSection.model_validate(kw)
 
 
-@pytest.mark.parametrize(("section", "tis_cap", "k", "expected"), [
-    (_section(), None, 0, OffPolicyCorrection("none")),  # sync: numbers unchanged
-    (_section(), None, 1, OffPolicyCorrection("decoupled_ppo", cap=5.0)),
-    (_section(), 3.0, 0, OffPolicyCorrection("truncated_is", cap=3.0)),  # the old key
-    (_section(method="truncated_is"), None, 1, OffPolicyCorrection("truncated_is", cap=2.0)),
-    (_section(method="masked_is", level="sequence", high=3.0), None, 2,
-     OffPolicyCorrection("masked_is", low=0.5, high=3.0, level="sequence")),
-    (_section(method="decoupled_ppo"), None, 1, OffPolicyCorrection("decoupled_ppo", cap=5.0)),
-    (_section(method="none"), None, 2, OffPolicyCorrection("none")),
-])
-def test_the_recipe_resolves_to_one_correction(section, tis_cap, k, expected):
-    assert resolve_correction(section, tis_cap=tis_cap, max_staleness=k) == expected
+@pytest.mark.parametrize(
+    ("section", "k", "expected"),
+    [
+        (_section(), 0, OffPolicyCorrection("none")),  # sync: numbers unchanged
+        (_section(), 1, OffPolicyCorrection("decoupled_ppo", cap=5.0)),
+        (_section(method="truncated_is", cap=3.0), 0, OffPolicyCorrection("truncated_is", cap=3.0)),
+        (_section(method="truncated_is"), 1, OffPolicyCorrection("truncated_is", cap=2.0)),
+        (
+            _section(method="masked_is", level="sequence", high=3.0),
+            2,
+            OffPolicyCorrection("masked_is", low=0.5, high=3.0, level="sequence"),
+        ),
+        (_section(method="decoupled_ppo"), 1, OffPolicyCorrection("decoupled_ppo", cap=5.0)),
+        (_section(method="none"), 2, OffPolicyCorrection("none")),
+    ],
+)
+def test_the_recipe_resolves_to_one_correction(section, k, expected):
+    assert resolve_correction(section, max_staleness=k) == expected
 
 
 def test_resolve_reads_only_the_section_fields():
     fake = SimpleNamespace(method="truncated_is", cap=4.0, low=0.5, high=2.0, level="token")
-    assert resolve_correction(fake, tis_cap=None, max_staleness=0).cap == 4.0
+    assert resolve_correction(fake, max_staleness=0).cap == 4.0

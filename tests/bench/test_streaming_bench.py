@@ -33,10 +33,10 @@ def test_a_run_that_never_learns_misses_the_bar_and_has_no_time_to_reward():
 
 def test_ratios_and_report():
     sync = summarize("sync", _rows(REWARDS, 2.0, gen=1.5))
-    stream = summarize("stream-k1", _rows(REWARDS, 1.6, dispatch=0.1, wait_rollout=0.2))
+    stream = summarize("stream-k1", _rows(REWARDS, 1.6, gen=0.3, wait_train=0.2))
     ratios = compare(sync, stream)
     assert ratios["steps_per_s"] == pytest.approx(2.0 / 1.6)
     assert ratios["time_to_reward_speedup"] == pytest.approx(30.0 / 24.0)
     text = report(sync, stream)
-    assert "streaming / sync steps/s: 1.250x" in text and "wait_rollout" in text
+    assert "streaming / sync steps/s: 1.250x" in text and "wait_train" in text
     assert streaming_overrides(2)[-1] == "algorithm.staleness.options.max_staleness=2"

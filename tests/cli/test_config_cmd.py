@@ -34,21 +34,6 @@ def test_validate_notes_streaming_without_correction(rlctl) -> None:  # type: ig
     assert corrected.stderr == ""
 
 
-def test_validate_reads_the_old_tis_cap_and_says_where_it_lives_now(rlctl) -> None:  # type: ignore[no-untyped-def]
-    result = rlctl("config", "validate", SMALL, "-s", "algorithm.loss.tis_cap=2.0")
-    assert result.stdout.startswith("ok: small")
-    assert result.stderr == snapshot("""\
-note: algorithm.loss.tis_cap = 2 is the old spelling of [algorithm.correction] method = "truncated_is", cap = 2; it is read as that, move it there (docs/streaming.md)
-""")
-    both = rlctl("config", "validate", SMALL, "-s", "algorithm.loss.tis_cap=2.0",
-                 "-s", "algorithm.correction.method=masked_is", code=2)
-    assert both.stderr == snapshot("""\
-error: the recipe has 1 problem:
-  algorithm.loss.tis_cap: tis_cap is the old spelling of [algorithm.correction] method = "truncated_is", cap = 2.0; it cannot stand next to method = 'masked_is', got 2.0  [from -s algorithm.loss.tis_cap=2.0]
-      fix: remove tis_cap (a truncated_is cap goes in [algorithm.correction] cap)
-""")
-
-
 def test_validate_bad_recipe_lists_every_problem(rlctl) -> None:  # type: ignore[no-untyped-def]
     result = rlctl("config", "validate", str(DATA / "bad.toml"), code=2)
     assert result.stdout == ""
@@ -127,7 +112,7 @@ num_hidden_layers = 2
 num_attention_heads = 4
 num_key_value_heads = 2
 head_dim = 16
-max_position_embeddings = 64
+max_position_embeddings = 512
 
 [critic]
 enabled = false
@@ -156,8 +141,6 @@ lam = 1.0
 norm_adv_by_std = true
 shuffle_minibatches = true
 estimator_options = {}
-old_log_prob_pass = "auto"
-advantage_pass = "auto"
 
 [algorithm.loss]
 policy_loss = "vanilla"
@@ -218,12 +201,15 @@ agent_loop_options = {}
 tools = []
 val_temperature = 0.0
 val_group_size = 1
+val_correct_score = 1.0
 
 [engines.train]
 backend = "fsdp"
 ranks = 2
 micro_batch_size = 4
 log_prob_micro_batch_size = 32
+old_log_prob_pass = "auto"
+advantage_pass = "auto"
 options = {}
 
 [engines.rollout]
@@ -270,6 +256,14 @@ progress = true
 #   micro_batches_per_rank = 2
 #   grad_accumulation_steps = 2
 #   optimizer_steps_per_train_step = 2
+# plan of every step (decided from the values above; docs/trainer.md):
+#   roles = actor, ref  (actor: the policy trained; ref: the frozen initial policy the KL is taken to)
+#   old log-probs = pass  (1 epoch(s) x 2 minibatch(es): later ones are off-policy)
+#   advantages = update  (no critic: the actor update computes them from its own read of group-whole shards)
+#   kl = loss  (a k-estimated KL term in the actor loss, times the KL coefficient)
+#   off-policy correction = none  (samples are on-policy, or [algorithm.correction] method = "none")
+#   temperature = 1  (the rollout's sampling temperature (0, greedy, is scored at 1))
+#   rollout-vs-trainer gap = old log-prob pass  (measured in the first forward over the step's samples with the step's weights)
 """)
     assert Recipe.model_validate(tomllib.loads(result.stdout)).run.name == "small"
 
@@ -281,9 +275,10 @@ def test_show_sources_marks_where_values_came_from(rlctl) -> None:  # type: igno
     assert picked == snapshot(['name = "small"                          # tests/cli/recipes/small.toml', 'epochs = 2                              # -s algorithm.epochs=2', 'in = "loss"                             # tests/cli/recipes/small.toml', 'top_p = 1.0                             # default'])
 
 
-def test_show_json_has_recipe_and_derived(rlctl) -> None:  # type: ignore[no-untyped-def]
+def test_show_json_has_recipe_derived_and_plan(rlctl) -> None:  # type: ignore[no-untyped-def]
     out = json.loads(rlctl("config", "show", SMALL, "--format", "json").stdout)
-    assert set(out) == {"recipe", "derived"}
+    assert set(out) == {"recipe", "derived", "plan"}
+    assert {row["what"]: row["choice"] for row in out["plan"]}["old log-probs"] == "pass"
     assert out["recipe"]["algorithm"]["kl"]["in"] == "loss"  # the alias, not apply_in
     assert out["derived"] == snapshot({'samples_per_step': 32, 'prompts_per_minibatch': 4, 'minibatch_size': 16, 'data_parallel_size': 2, 'minibatch_size_per_rank': 8, 'micro_batches_per_rank': 2, 'grad_accumulation_steps': 2, 'optimizer_steps_per_train_step': 2})
 
@@ -310,3 +305,14 @@ def test_validate_refuses_partial_rollouts_in_sync_training(rlctl) -> None:  # t
     assert "algorithm.staleness.partial_rollout" in result.stderr
     assert "no request is in flight when the weights change" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_validate_refuses_an_agent_that_is_not_async_with_its_key_path(rlctl, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    recipe = tmp_path / "agent.toml"
+    recipe.write_text('[model]\npath = "tiny-chat"\n[data]\ntask = "count_digits"\n'
+                      '[rollout]\nagent_loop = "openai_agent"\n'
+                      '[rollout.agent_loop_options]\nagent = "os:system"\n')
+    result = rlctl("config", "validate", str(recipe), code=2)
+    assert result.stdout == "" and "Traceback" not in result.stderr
+    assert "rollout.agent_loop_options.agent" in result.stderr
+    assert "not async" in result.stderr

@@ -56,6 +56,11 @@ def _write(path: Path, rows: list[dict], schema: pa.Schema | None = None) -> Pat
     return path
 
 
+def _jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
 def _files(tmp: Path) -> dict[str, Path]:
     good = _write(tmp / "good.parquet", [_chat(i) for i in range(4)])
     text = good.read_bytes()
@@ -85,6 +90,17 @@ def _files(tmp: Path) -> dict[str, Path]:
             "prompt": [{"role": "user", "content": None}], "reward_model": {"ground_truth": "1"}}]),
         "no_ground_truth": _write(tmp / "nogt.parquet",
                                   [{"prompt": "1=", "reward_model": {"answer": "1"}}]),
+        "empty_text": _write(tmp / "blank.parquet", plain + [
+            {"prompt": "  ", "reward_model": {"ground_truth": "1"}}]),
+        "empty_chat": _write(tmp / "blankc.parquet", [_chat(1), {
+            "prompt": [{"role": "user", "content": ""}], "reward_model": {"ground_truth": "1"}}]),
+        "null_answers": _write(tmp / "nullans.parquet", [_chat(0)] + [
+            {**_chat(i), "reward_model": {"ground_truth": None}} for i in range(1, 4)]),
+        "jsonl_int_content": _jsonl(tmp / "intc.jsonl", [
+            {"prompt": [{"role": "user", "content": {"text": "1+1="}}], "reward_model": "2"}]),
+        "jsonl_empty": _jsonl(tmp / "blank.jsonl", [{"prompt": "", "reward_model": "2"}]),
+        "jsonl_null_answer": _jsonl(tmp / "nullans.jsonl", [
+            {"prompt": "1+1=", "reward_model": "2"}, {"prompt": "2+2=", "reward_model": None}]),
         # 40 digits + <bos> = 41 tokens > max_prompt_tokens 32
         "too_long": _write(tmp / "long.parquet", plain + [
             {"prompt": "1" * 40, "reward_model": {"ground_truth": "1"}}]),
@@ -108,6 +124,15 @@ FILE_CASES = {
     "null_prompt": ("data.train", "1 empty (null) prompt or message, the first in row 3"),
     "null_content": ("data.train", "1 empty (null) prompt or message, the first in row 1"),
     "no_ground_truth": ("data.train", 'without a "ground_truth" field'),
+    "empty_text": ("data.train", ('has 1 of 4 rows with an empty prompt (column "prompt"), '
+                   "the first in row 3")),
+    "empty_chat": ("data.train", "has 1 of 2 rows with an empty prompt"),
+    "null_answers": ("data.train", ('has 3 of 4 rows with a null answer (column "reward_model"), '
+                     "the first in row 1")),
+    "jsonl_int_content": ("data.train", ("row 0: message 0 of column 'prompt' has a content of "
+                          "type dict, not text")),
+    "jsonl_empty": ("data.train", "row 0: the prompt (column 'prompt') is empty"),
+    "jsonl_null_answer": ("data.train", "row 1: the answer (column 'reward_model') is null"),
 }
 # only `train` tokenises
 LENGTH_CASES = {
@@ -185,7 +210,7 @@ def test_a_good_file_passes_every_check(setup) -> None:  # type: ignore[no-untyp
 def test_a_missing_local_tokenizer_is_a_problem_of_model_path(rlctl, setup, tmp_path) -> None:  # type: ignore[no-untyped-def]
     recipe, out = setup
     result = rlctl("train", *recipe("good", "-s", f"model.path={tmp_path / 'no-model'}"), code=2)
-    _assert_refused(result, "model.path", "cannot load the tokenizer")
+    _assert_refused(result, "model.path", "is not a local directory; rlctl never downloads")
     assert json.dumps(str(tmp_path / "no-model"))[1:-1] in result.stderr
     assert not out.exists()
 

@@ -3,8 +3,10 @@ refusal (exit 2, the exact command) when a recipe selects an engine whose env is
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -89,3 +91,44 @@ def test_attached_servers_need_no_env(rlctl, env_dir) -> None:  # type: ignore[n
     assert missing_env_message("vllm", VLLMOptions(urls=["http://127.0.0.1:9"])) is None
     assert missing_env_message("hf", None) is None
     assert "rlctl engines install sglang" in (missing_env_message("sglang", VLLMOptions()) or "")
+
+
+@pytest.mark.timeout(60)
+def test_the_install_deadline_holds_when_the_build_prints_nothing(
+        rlctl, env_dir, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """pip can be silent for minutes: the deadline used to be checked only when it printed."""
+    from rlctl.cli import engines_cmd
+
+    pid_file = tmp_path / "build.pid"
+    script = tmp_path / "silent_build.sh"
+    script.write_text(f"echo $$ > {pid_file}\nsleep 300\n")
+    monkeypatch.setattr(engines_cmd, "BUILD_SCRIPT", script)
+    started = time.monotonic()
+    result = rlctl("engines", "install", "vllm", "--timeout-s", "1", code=1)
+    assert time.monotonic() - started < 30
+    assert "the build took longer than 1 s and was stopped" in result.stderr
+    assert "Traceback" not in result.stderr
+    pid = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):  # stopped, with its process group
+        for _ in range(50):
+            os.kill(pid, 0)
+            time.sleep(0.1)
+
+
+@pytest.mark.parametrize("kind", ["file", "read-only"])
+def test_install_into_an_env_dir_it_cannot_write_is_one_line_exit_1(
+        rlctl, tmp_path, monkeypatch, kind) -> None:  # type: ignore[no-untyped-def]
+    if kind == "file":
+        target = tmp_path / "envs"
+        target.write_text("not a directory")
+    else:
+        if os.geteuid() == 0:
+            pytest.skip("root writes into a read-only directory")
+        ro = tmp_path / "ro"
+        ro.mkdir(mode=0o500)
+        target = ro / "envs"
+    monkeypatch.setenv("RLCTL_ENV_DIR", str(target))
+    result = rlctl("engines", "install", "vllm", code=1)
+    assert result.stderr.startswith(f"error: cannot use {target} for the engines' environments")
+    assert "fix: set RLCTL_ENV_DIR to a writable directory" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -57,7 +57,7 @@ Options:
 
 Commands:
   validate  Check recipes and report every problem.
-  show      Print the resolved recipe and its derived numbers.
+  show      Print the resolved recipe, its derived numbers and the plan of...
   schema    Print the recipe's JSON Schema, plugin options included.
   migrate   Turn a verl config plus the overrides of its launch script into...
 """)
@@ -79,8 +79,9 @@ Arguments:
 
 Options:
   -s, --set KEY=VALUE  Override one key, e.g. -s algorithm.kl.coef=0.01 (value
-                       parsed as TOML; a bare word is a string). Beats RLCTL_*
-                       env vars and recipe files.
+                       parsed as TOML; a bare word is a string), or unset it: -s
+                       ~algorithm.kl.coef. Beats RLCTL_* env vars and recipe
+                       files.
   --skip-data          Do not open data.train / data.val (a recipe for another
                        machine, whose files are not here); `train` still checks
                        them.
@@ -92,10 +93,11 @@ def test_config_show_help(core_app) -> None:  # type: ignore[no-untyped-def]
     assert help_of(core_app, "config", "show") == snapshot("""\
 Usage: rlctl config show [OPTIONS] {RECIPE}...
 
-  Print the resolved recipe and its derived numbers.
+  Print the resolved recipe, its derived numbers and the plan of every step.
 
   Defaults are filled in; the TOML output is itself a valid recipe, with the
-  derived batch numbers as trailing comments.
+  derived batch numbers and the step plan (what runs, and why) as trailing
+  comments.
 
 Arguments:
   RECIPE <list[Path]>  Recipe TOML files; later files override earlier ones
@@ -103,8 +105,9 @@ Arguments:
 
 Options:
   -s, --set KEY=VALUE       Override one key, e.g. -s algorithm.kl.coef=0.01
-                            (value parsed as TOML; a bare word is a string).
-                            Beats RLCTL_* env vars and recipe files.
+                            (value parsed as TOML; a bare word is a string), or
+                            unset it: -s ~algorithm.kl.coef. Beats RLCTL_* env
+                            vars and recipe files.
   -f, --format <toml|json>  Output format.  [default: toml]
   --sources                 Say where each value came from (default, file, env,
                             -s).
@@ -173,8 +176,9 @@ Arguments:
 
 Options:
   -s, --set KEY=VALUE  Override one key, e.g. -s algorithm.kl.coef=0.01 (value
-                       parsed as TOML; a bare word is a string). Beats RLCTL_*
-                       env vars and recipe files.
+                       parsed as TOML; a bare word is a string), or unset it: -s
+                       ~algorithm.kl.coef. Beats RLCTL_* env vars and recipe
+                       files.
   --local              Run every role in this process (resources.mode =
                        "local").
   -q, --quiet          No progress bar.

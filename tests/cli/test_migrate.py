@@ -1,9 +1,11 @@
 """``rlctl config migrate`` on verl's own generated configs and example launch scripts.
 
-Fixtures (tests/cli/migrate_fixtures) are verl's published files: the two generated trainer
+Fixtures (tests/cli/migrate_fixtures/verl-b178a3cd) are verl's published files at a main-branch
+commit after v0.7.0 (the last layout with ``reward_model.*``): the two generated trainer
 configs and five example scripts (GRPO FSDP, GRPO Megatron, PPO with a critic, a MoE PPO on
 Megatron, and a DAPO MoE run refused for what rlctl lacks; test_migrate_dapo.py migrates
-it once those are removed, with verl's filter_groups and reward model).
+it once those are removed, with verl's filter_groups and reward model). The releases since
+(v0.7.1 to main) are in test_migrate_releases.py.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 import pytest
 from inline_snapshot import snapshot
 
-FIX = Path("tests/cli/migrate_fixtures")
+FIX = Path("tests/cli/migrate_fixtures/verl-b178a3cd")
 FSDP, MEGATRON = str(FIX / "ppo_trainer.yaml"), str(FIX / "ppo_megatron_trainer.yaml")
 CASES = {
     "grpo_fsdp": (FSDP, "grpo_fsdp_qwen2-7b.sh"),
@@ -42,10 +44,11 @@ def _clean(text: str, tmp_path: Path) -> str:
 def test_fixture_migrates_to_a_recipe_that_validates(rlctl, tmp_path: Path, case: str) -> None:  # type: ignore[no-untyped-def]
     result, out = _migrate(rlctl, tmp_path, case, "--report", str(tmp_path / "report.txt"))
     assert _clean(result.stdout, tmp_path) == snapshot({'grpo_fsdp': """\
-verl config tests/cli/migrate_fixtures/ppo_trainer.yaml + 37 overrides (37 from grpo_fsdp_qwen2-7b.sh)
-   launch script tests/cli/migrate_fixtures/grpo_fsdp_qwen2-7b.sh: main_ppo call at line 5
+verl config tests/cli/migrate_fixtures/verl-b178a3cd/ppo_trainer.yaml + 37 overrides (37 from grpo_fsdp_qwen2-7b.sh)
+   launch script tests/cli/migrate_fixtures/verl-b178a3cd/grpo_fsdp_qwen2-7b.sh: main_ppo call at line 5
    the call forwards "$@": give extra overrides as arguments
-   591 verl keys, 45 set by the overrides (*): 79 mapped, 510 dropped (no effect in rlctl), 2 unsupported but no effect on the math, 0 refused
+   verl's defaults: the YAML is verl's generated fsdp config from a commit rlctl has no defaults for (closest: v0.7.0, 38 leaves differ); its values are taken as verl's defaults
+   591 verl keys: 19 set by you and migrated (15 mapped, 4 with no effect here), 0 refused, 572 at verl's default
 
 batch (verl's numbers; `rlctl config show` derives the same):
                                        verl   rlctl
@@ -62,143 +65,40 @@ notes:
    schedule.total_steps = 15 epochs x (7473 rows // 1024 prompts) = 105 (before verl's over-long prompt filter, if any)
    trainer.logger "wandb": left out because wandb is not installed; `pip install wandb`, then add "wandb" to logging.sinks
 
-mapped (79): verl key = value -> rlctl key
-   actor_rollout_ref.actor.clip_ratio_c = 3.0 -> algorithm.loss.clip_ratio_c
-   actor_rollout_ref.actor.clip_ratio_high = 0.2 -> algorithm.loss.clip_high
-   actor_rollout_ref.actor.clip_ratio_low = 0.2 -> algorithm.loss.clip_low
- * actor_rollout_ref.actor.entropy_coeff = 0 -> algorithm.loss.entropy_coef
-   actor_rollout_ref.actor.fsdp_config.dtype = 'bfloat16' -> engines.train.options.mixed_precision
-   actor_rollout_ref.actor.fsdp_config.model_dtype = 'fp32' -> model.dtype
-   actor_rollout_ref.actor.fsdp_config.offload_policy = false -> engines.train.options.cpu_offload
- * actor_rollout_ref.actor.fsdp_config.optimizer_offload = false -> engines.train.options.cpu_offload
- * actor_rollout_ref.actor.fsdp_config.param_offload = false -> engines.train.options.cpu_offload
-   actor_rollout_ref.actor.fsdp_config.reshard_after_forward = true -> engines.train.options.reshard_after_forward
-   actor_rollout_ref.actor.fsdp_config.seed = 42 -> run.seed
-   actor_rollout_ref.actor.grad_clip = 1.0 -> algorithm.optim.grad_clip
- * actor_rollout_ref.actor.kl_loss_coef = 0.001 -> algorithm.kl.coef
- * actor_rollout_ref.actor.kl_loss_type = 'low_var_kl' -> algorithm.kl.estimator
-   actor_rollout_ref.actor.loss_agg_mode = 'token-mean' -> algorithm.loss.agg
-   actor_rollout_ref.actor.optim.betas = [0.9, 0.999] -> algorithm.optim.betas
- * actor_rollout_ref.actor.optim.lr = 1e-06 -> algorithm.optim.lr
-   actor_rollout_ref.actor.optim.lr_scheduler_type = 'constant' -> algorithm.optim.scheduler
-   actor_rollout_ref.actor.optim.lr_warmup_steps = -1 -> algorithm.optim.warmup_steps
-   actor_rollout_ref.actor.optim.lr_warmup_steps_ratio = 0.0 -> algorithm.optim.warmup_steps
-   actor_rollout_ref.actor.optim.min_lr_ratio = 0.0 -> algorithm.optim.min_lr_ratio
-   actor_rollout_ref.actor.optim.optimizer = 'AdamW' -> algorithm.optim.name
-   actor_rollout_ref.actor.optim.weight_decay = 0.01 -> algorithm.optim.weight_decay
-   actor_rollout_ref.actor.policy_loss.loss_mode = 'vanilla' -> algorithm.loss.policy_loss
-   actor_rollout_ref.actor.ppo_epochs = 1 -> algorithm.epochs
+set by you and mapped (15): verl key = value -> rlctl key (*: set by an override; y: in your YAML, not verl's default)
  * actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu = 40 -> engines.train.micro_batch_size
- * actor_rollout_ref.actor.ppo_mini_batch_size = 256 -> algorithm.minibatches
-   actor_rollout_ref.actor.shuffle = false -> algorithm.shuffle_minibatches
-   actor_rollout_ref.actor.strategy = 'fsdp' -> engines.train.backend
-   actor_rollout_ref.actor.use_dynamic_bsz = false -> engines.train.micro_batch_size
  * actor_rollout_ref.actor.use_kl_loss = true -> algorithm.kl.in
- * actor_rollout_ref.model.enable_gradient_checkpointing = true -> model.gradient_checkpointing
  * actor_rollout_ref.model.path = 'Qwen/Qwen2-7B-Instruct' -> model.path
-   actor_rollout_ref.model.tokenizer_path = null -> model.tokenizer
-   actor_rollout_ref.model.trust_remote_code = false -> model.trust_remote_code
-   actor_rollout_ref.rollout.agent.default_agent_loop = 'single_turn_agent' -> rollout.agent_loop
-   actor_rollout_ref.rollout.agent.num_workers = 8 -> engines.rollout.agent_workers
-   actor_rollout_ref.rollout.do_sample = true -> rollout.temperature
-   actor_rollout_ref.rollout.enable_prefix_caching = true -> engines.rollout.options.enable_prefix_caching
-   actor_rollout_ref.rollout.enforce_eager = false -> engines.rollout.options.enforce_eager
  * actor_rollout_ref.rollout.gpu_memory_utilization = 0.6 -> engines.rollout.options.gpu_memory_utilization
-   actor_rollout_ref.rollout.ignore_eos = false -> engines.rollout.options.ignore_eos
  * actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu = 40 -> engines.train.log_prob_micro_batch_size
-   actor_rollout_ref.rollout.max_model_len = null -> engines.rollout.options.max_model_len
  * actor_rollout_ref.rollout.n = 5 -> algorithm.group_size
  * actor_rollout_ref.rollout.name = 'vllm' -> engines.rollout.backend
- * actor_rollout_ref.rollout.response_length = 1024 -> rollout.max_new_tokens
-   actor_rollout_ref.rollout.temperature = 1.0 -> rollout.temperature
- * actor_rollout_ref.rollout.tensor_model_parallel_size = 2 -> engines.rollout.replicas
-   actor_rollout_ref.rollout.top_k = -1 -> rollout.top_k
-   actor_rollout_ref.rollout.top_p = 1 -> rollout.top_p
-   actor_rollout_ref.rollout.val_kwargs.do_sample = false -> rollout.val_temperature
-   actor_rollout_ref.rollout.val_kwargs.n = 1 -> rollout.val_group_size
-   actor_rollout_ref.rollout.val_kwargs.temperature = 0 -> rollout.val_temperature
  * algorithm.adv_estimator = 'grpo' -> algorithm.estimator
-   algorithm.gamma = 1.0 -> algorithm.gamma
-   algorithm.lam = 1.0 -> algorithm.lam
-   algorithm.norm_adv_by_std_in_grpo = true -> algorithm.norm_adv_by_std
- * algorithm.use_kl_in_reward = false -> algorithm.kl.in
-   critic.enable = null -> critic.enabled
-   custom_reward_function.path = null -> rewards (--reward)
- * data.max_prompt_length = 512 -> data.max_prompt_tokens
-   data.prompt_key = 'prompt' -> data.prompt_key
-   data.shuffle = true -> data.shuffle
-   data.tokenizer = null -> model.tokenizer
- * data.train_batch_size = 1024 -> algorithm.prompts_per_step
  * data.train_files = '/data/data/gsm8k/train.parquet' -> data.train
  * data.val_files = '/data/data/gsm8k/test.parquet' -> data.val
-   ray_kwargs.ray_init.num_cpus = null -> resources.num_cpus
-   trainer.device = 'cuda' -> run.device
  * trainer.experiment_name = 'qwen2_7b_function_rm' -> run.name
- * trainer.logger = ['console', 'wandb'] -> logging.sinks
-   trainer.max_actor_ckpt_to_keep = null -> schedule.keep_last
- * trainer.n_gpus_per_node = 8 -> resources.devices_per_node
- * trainer.nnodes = 1 -> resources.nodes
  * trainer.project_name = 'verl_grpo_example_gsm8k' -> logging.sink_options
  * trainer.save_freq = 20 -> schedule.save_every
  * trainer.test_freq = 5 -> schedule.eval_every
  * trainer.total_epochs = 15 -> schedule.total_steps
 
-unsupported, ignored (2): no effect on the math
+set by you, no effect here (4): why
  * actor_rollout_ref.ref.fsdp_config.param_offload = true: rlctl uses the actor's engine options (one [engines.train.options]) (False) here
-   trainer.val_before_train = true: rlctl validates every schedule.eval_every steps, not before the first (validation, not training)
-
-dropped, set by the overrides (13): no effect in rlctl
- * actor_rollout_ref.actor.rollout_n = 5: copy of actor_rollout_ref.rollout.n (algorithm.group_size)
- * actor_rollout_ref.model.use_remove_padding = true: rlctl packs sequences its own way (no math effect)
  * actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu = 40: same as the rollout's log-prob micro-batch (rlctl has one)
- * actor_rollout_ref.ref.rollout_n = 5: copy of actor_rollout_ref.rollout.n (algorithm.group_size)
- * actor_rollout_ref.rollout.prometheus.served_model_name = 'Qwen/Qwen2-7B-Instruct': metrics export
- * critic.model.tokenizer_path = 'Qwen/Qwen2-7B-Instruct': no critic in this run
- * critic.rollout_n = 5: no critic in this run
  * data.filter_overlong_prompts = true: rlctl refuses over-long prompts when it loads them instead of filtering them out (a dataset without any trains the same)
  * data.max_response_length = 1024: same as actor_rollout_ref.rollout.response_length (what verl's rollout uses)
- * data.truncation = 'error': error, as rlctl: over-long prompts are refused
- * reward_model.model.input_tokenizer = 'Qwen/Qwen2-7B-Instruct': reward models are off
- * trainer.critic_warmup = 0: no critic
- * trainer.default_local_dir = 'checkpoints/verl_grpo_example_gsm8k/qwen2_7b_function_rm': rlctl writes checkpoints under run.output_dir/run.name
 
-dropped at the YAML's values (497): no effect in rlctl
-     88 no critic in this run
-     75 profiling
-     46 verl's dataclass to build: no meaning outside verl
-     31 reward models are off
-     13 multi-turn is off
-     11 a copy of model.mtp (checked there)
-     10 memory saving
-     10 multi-token prediction is off
-      9 kernel choice
-      8 at 1
-      6 at False
-      6 rollout correction is off (rollout_is = null)
-      6 the KL is in the loss
-      4 LoRA is off
-      4 MoE router replay is off
-      4 at -1
-      4 dataset output format
-      3 at {}
-      3 metrics export
-      3 model loading detail
-      3 overlap tuning
-      3 rlctl shards per decoder layer
-      3 rollout tracing
-      3 same as the actor's engine options (one [engines.train.options])
-      3 server batching (speed)
-      3 token budget of dynamic batching (memory)
-      3 used only by the clip_cov policy loss
-      3 weight-sync transport
-      3 what verl's checkpoints hold; rlctl saves model, optimizer and state
-    126 for 106 other reasons
-   (`--report FILE` lists each key with its reason)
+at verl's default (572):
+    507 no effect in rlctl
+     64 mapped to the recipe
+      1 unsupported, no effect on the math
+   (--verbose, or the --report file, lists each)
 """, 'grpo_megatron': """\
-verl config tests/cli/migrate_fixtures/ppo_megatron_trainer.yaml + 39 overrides (39 from grpo_megatron_qwen2-7b_math.sh)
-   launch script tests/cli/migrate_fixtures/grpo_megatron_qwen2-7b_math.sh: main_ppo call at line 20
+verl config tests/cli/migrate_fixtures/verl-b178a3cd/ppo_megatron_trainer.yaml + 39 overrides (39 from grpo_megatron_qwen2-7b_math.sh)
+   launch script tests/cli/migrate_fixtures/verl-b178a3cd/grpo_megatron_qwen2-7b_math.sh: main_ppo call at line 20
    the call forwards "$@": give extra overrides as arguments
-   651 verl keys, 49 set by the overrides (*): 80 mapped, 568 dropped (no effect in rlctl), 3 unsupported but no effect on the math, 0 refused
+   verl's defaults: the YAML is verl's generated megatron config from a commit rlctl has no defaults for (closest: v0.7.0, 37 leaves differ); its values are taken as verl's defaults
+   651 verl keys: 22 set by you and migrated (18 mapped, 4 with no effect here), 0 refused, 629 at verl's default
 
 batch (verl's numbers; `rlctl config show` derives the same):
                                        verl   rlctl
@@ -215,154 +115,43 @@ notes:
    schedule.total_steps = 15 epochs x (7473 rows // 1024 prompts) = 105 (before verl's over-long prompt filter, if any)
    trainer.logger "wandb": left out because wandb is not installed; `pip install wandb`, then add "wandb" to logging.sinks
 
-mapped (80): verl key = value -> rlctl key
-   actor_rollout_ref.actor.clip_ratio_c = 3.0 -> algorithm.loss.clip_ratio_c
-   actor_rollout_ref.actor.clip_ratio_high = 0.2 -> algorithm.loss.clip_high
-   actor_rollout_ref.actor.clip_ratio_low = 0.2 -> algorithm.loss.clip_low
- * actor_rollout_ref.actor.entropy_coeff = 0 -> algorithm.loss.entropy_coef
- * actor_rollout_ref.actor.kl_loss_coef = 0.001 -> algorithm.kl.coef
- * actor_rollout_ref.actor.kl_loss_type = 'low_var_kl' -> algorithm.kl.estimator
-   actor_rollout_ref.actor.loss_agg_mode = 'token-mean' -> algorithm.loss.agg
-   actor_rollout_ref.actor.megatron.context_parallel_size = 1 -> engines.train.options.context_parallel
-   actor_rollout_ref.actor.megatron.expert_model_parallel_size = 1 -> engines.train.options.expert_parallel
-   actor_rollout_ref.actor.megatron.override_transformer_config.recompute_granularity = null -> engines.train.options.recompute_granularity
+set by you and mapped (18): verl key = value -> rlctl key (*: set by an override; y: in your YAML, not verl's default)
  * actor_rollout_ref.actor.megatron.pipeline_model_parallel_size = 2 -> engines.train.options.pipeline_parallel
-   actor_rollout_ref.actor.megatron.seed = 42 -> run.seed
-   actor_rollout_ref.actor.megatron.sequence_parallel = true -> engines.train.options.sequence_parallel
  * actor_rollout_ref.actor.megatron.tensor_model_parallel_size = 2 -> engines.train.options.tensor_parallel
-   actor_rollout_ref.actor.megatron.virtual_pipeline_model_parallel_size = null -> engines.train.options.virtual_pipeline_parallel
-   actor_rollout_ref.actor.optim.betas = [0.9, 0.999] -> algorithm.optim.betas
-   actor_rollout_ref.actor.optim.clip_grad = 1.0 -> algorithm.optim.grad_clip
- * actor_rollout_ref.actor.optim.lr = 1e-06 -> algorithm.optim.lr
-   actor_rollout_ref.actor.optim.lr_decay_style = 'constant' -> algorithm.optim.scheduler
-   actor_rollout_ref.actor.optim.lr_warmup_steps = -1 -> algorithm.optim.warmup_steps
-   actor_rollout_ref.actor.optim.lr_warmup_steps_ratio = 0.0 -> algorithm.optim.warmup_steps
-   actor_rollout_ref.actor.optim.min_lr = 0.0 -> algorithm.optim.min_lr_ratio
-   actor_rollout_ref.actor.optim.optimizer = 'adam' -> algorithm.optim.name
-   actor_rollout_ref.actor.optim.weight_decay = 0.01 -> algorithm.optim.weight_decay
-   actor_rollout_ref.actor.policy_loss.loss_mode = 'vanilla' -> algorithm.loss.policy_loss
-   actor_rollout_ref.actor.ppo_epochs = 1 -> algorithm.epochs
  * actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu = 4 -> engines.train.micro_batch_size
- * actor_rollout_ref.actor.ppo_mini_batch_size = 256 -> algorithm.minibatches
-   actor_rollout_ref.actor.shuffle = false -> algorithm.shuffle_minibatches
-   actor_rollout_ref.actor.strategy = 'megatron' -> engines.train.backend
-   actor_rollout_ref.actor.use_dynamic_bsz = false -> engines.train.micro_batch_size
  * actor_rollout_ref.actor.use_kl_loss = true -> algorithm.kl.in
-   actor_rollout_ref.model.enable_gradient_checkpointing = true -> model.gradient_checkpointing
  * actor_rollout_ref.model.path = 'Qwen/Qwen2-7B-Instruct' -> model.path
-   actor_rollout_ref.model.tokenizer_path = null -> model.tokenizer
-   actor_rollout_ref.model.trust_remote_code = false -> model.trust_remote_code
-   actor_rollout_ref.rollout.agent.default_agent_loop = 'single_turn_agent' -> rollout.agent_loop
-   actor_rollout_ref.rollout.agent.num_workers = 8 -> engines.rollout.agent_workers
-   actor_rollout_ref.rollout.do_sample = true -> rollout.temperature
-   actor_rollout_ref.rollout.enable_prefix_caching = true -> engines.rollout.options.enable_prefix_caching
-   actor_rollout_ref.rollout.enforce_eager = false -> engines.rollout.options.enforce_eager
  * actor_rollout_ref.rollout.gpu_memory_utilization = 0.6 -> engines.rollout.options.gpu_memory_utilization
-   actor_rollout_ref.rollout.ignore_eos = false -> engines.rollout.options.ignore_eos
  * actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu = 4 -> engines.train.log_prob_micro_batch_size
-   actor_rollout_ref.rollout.max_model_len = null -> engines.rollout.options.max_model_len
  * actor_rollout_ref.rollout.n = 5 -> algorithm.group_size
  * actor_rollout_ref.rollout.name = 'vllm' -> engines.rollout.backend
- * actor_rollout_ref.rollout.response_length = 1024 -> rollout.max_new_tokens
-   actor_rollout_ref.rollout.temperature = 1.0 -> rollout.temperature
- * actor_rollout_ref.rollout.tensor_model_parallel_size = 2 -> engines.rollout.replicas
-   actor_rollout_ref.rollout.top_k = -1 -> rollout.top_k
-   actor_rollout_ref.rollout.top_p = 1 -> rollout.top_p
-   actor_rollout_ref.rollout.val_kwargs.do_sample = false -> rollout.val_temperature
-   actor_rollout_ref.rollout.val_kwargs.n = 1 -> rollout.val_group_size
-   actor_rollout_ref.rollout.val_kwargs.temperature = 0 -> rollout.val_temperature
  * algorithm.adv_estimator = 'grpo' -> algorithm.estimator
-   algorithm.gamma = 1.0 -> algorithm.gamma
-   algorithm.lam = 1.0 -> algorithm.lam
-   algorithm.norm_adv_by_std_in_grpo = true -> algorithm.norm_adv_by_std
- * algorithm.use_kl_in_reward = false -> algorithm.kl.in
-   critic.enable = null -> critic.enabled
-   custom_reward_function.path = null -> rewards (--reward)
  * data.max_prompt_length = 1024 -> data.max_prompt_tokens
-   data.prompt_key = 'prompt' -> data.prompt_key
-   data.shuffle = true -> data.shuffle
-   data.tokenizer = null -> model.tokenizer
- * data.train_batch_size = 1024 -> algorithm.prompts_per_step
  * data.train_files = ['/data/data/gsm8k/train.parquet', '/data/data/math/train... -> data.train
  * data.val_files = ['/data/data/gsm8k/test.parquet', '/data/data/math/test.p... -> data.val
-   ray_kwargs.ray_init.num_cpus = null -> resources.num_cpus
-   trainer.device = 'cuda' -> run.device
  * trainer.experiment_name = 'qwen2_7b_megatron' -> run.name
- * trainer.logger = ['console', 'wandb'] -> logging.sinks
-   trainer.max_actor_ckpt_to_keep = null -> schedule.keep_last
- * trainer.n_gpus_per_node = 8 -> resources.devices_per_node
- * trainer.nnodes = 1 -> resources.nodes
  * trainer.project_name = 'verl_grpo_example_gsm8k_math' -> logging.sink_options
  * trainer.save_freq = 20 -> schedule.save_every
  * trainer.test_freq = 5 -> schedule.eval_every
  * trainer.total_epochs = 15 -> schedule.total_steps
 
-unsupported, ignored (3): no effect on the math
-   actor_rollout_ref.actor.megatron.dtype = 'bfloat16': rlctl's megatron engine computes in model.dtype (float32 keeps verl's fp32 master weights; verl computes in bf16)
-   actor_rollout_ref.actor.megatron.use_distributed_optimizer = true: rlctl's megatron engine keeps full optimizer state per data-parallel rank (memory, not math)
-   trainer.val_before_train = true: rlctl validates every schedule.eval_every steps, not before the first (validation, not training)
-
-dropped, set by the overrides (19): no effect in rlctl
- * actor_rollout_ref.actor.rollout_n = 5: copy of actor_rollout_ref.rollout.n (algorithm.group_size)
- * actor_rollout_ref.actor.use_fused_kernels = true: kernel choice
+set by you, no effect here (4): why
  * actor_rollout_ref.model.use_fused_kernels = true: kernel choice
  * actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu = 4: same as the rollout's log-prob micro-batch (rlctl has one)
- * actor_rollout_ref.ref.megatron.pipeline_model_parallel_size = 2: same as the actor's layout (one [engines.train.options])
- * actor_rollout_ref.ref.megatron.tensor_model_parallel_size = 2: same as the actor's layout (one [engines.train.options])
- * actor_rollout_ref.ref.rollout_n = 5: copy of actor_rollout_ref.rollout.n (algorithm.group_size)
- * actor_rollout_ref.rollout.mode = 'async': rlctl's rollout servers are always asynchronous
- * actor_rollout_ref.rollout.prometheus.served_model_name = 'Qwen/Qwen2-7B-Instruct': metrics export
- * actor_rollout_ref.rollout.prompt_length = 1024: same as data.max_prompt_length (rlctl has one prompt limit)
- * critic.model.tokenizer_path = 'Qwen/Qwen2-7B-Instruct': no critic in this run
- * critic.rollout_n = 5: no critic in this run
  * data.filter_overlong_prompts = true: rlctl refuses over-long prompts when it loads them instead of filtering them out (a dataset without any trains the same)
  * data.max_response_length = 1024: same as actor_rollout_ref.rollout.response_length (what verl's rollout uses)
- * data.return_raw_chat = true: dataset output format
- * data.truncation = 'error': error, as rlctl: over-long prompts are refused
- * reward_model.model.input_tokenizer = 'Qwen/Qwen2-7B-Instruct': reward models are off
- * trainer.critic_warmup = 0: no critic
- * trainer.default_local_dir = 'checkpoints/verl_grpo_example_gsm8k_math/qwen2_7b_megatron': rlctl writes checkpoints under run.output_dir/run.name
 
-dropped at the YAML's values (549): no effect in rlctl
-    105 no critic in this run
-     75 profiling
-     45 verl's dataclass to build: no meaning outside verl
-     36 reward models are off
-     19 LoRA is off
-     14 at False
-     13 multi-turn is off
-     11 a copy of model.mtp (checked there)
-     11 recompute detail (the granularity is mapped)
-     10 multi-token prediction is off
-      7 kernel choice
-      6 rollout correction is off (rollout_is = null)
-      6 see use_dist_checkpointing
-      6 the KL is in the loss
-      6 weight conversion route
-      4 MoE router replay is off
-      4 rlctl packs sequences its own way (no math effect)
-      3 at 1
-      3 at None
-      3 at True
-      3 at True (off): rlctl always loads the checkpoint's weights
-      3 at {}
-      3 dataset output format
-      3 metrics export
-      3 rlctl derives every seed from run.seed
-      3 rollout tracing
-      3 same as the actor's layout (one [engines.train.options])
-      3 server batching (speed)
-      3 token budget of dynamic batching (memory)
-      3 used only by the clip_cov policy loss
-      3 weight-sync transport
-      3 what verl's checkpoints hold; rlctl saves model, optimizer and state
-    126 for 104 other reasons
-   (`--report FILE` lists each key with its reason)
+at verl's default (629):
+    564 no effect in rlctl
+     62 mapped to the recipe
+      3 unsupported, no effect on the math
+   (--verbose, or the --report file, lists each)
 """, 'ppo_critic': """\
-verl config tests/cli/migrate_fixtures/ppo_trainer.yaml + 39 overrides (39 from ppo_critic_deepseek7b.sh)
-   launch script tests/cli/migrate_fixtures/ppo_critic_deepseek7b.sh: main_ppo call at line 4
+verl config tests/cli/migrate_fixtures/verl-b178a3cd/ppo_trainer.yaml + 39 overrides (39 from ppo_critic_deepseek7b.sh)
+   launch script tests/cli/migrate_fixtures/verl-b178a3cd/ppo_critic_deepseek7b.sh: main_ppo call at line 4
    the call forwards "$@": give extra overrides as arguments
-   591 verl keys, 44 set by the overrides (*): 82 mapped, 507 dropped (no effect in rlctl), 2 unsupported but no effect on the math, 0 refused
+   verl's defaults: the YAML is verl's generated fsdp config from a commit rlctl has no defaults for (closest: v0.7.0, 38 leaves differ); its values are taken as verl's defaults
+   591 verl keys: 17 set by you and migrated (14 mapped, 3 with no effect here), 0 refused, 574 at verl's default
 
 batch (verl's numbers; `rlctl config show` derives the same):
                                        verl   rlctl
@@ -379,154 +168,38 @@ notes:
    schedule.total_steps = 15 epochs x (7473 rows // 1024 prompts) = 105 (before verl's over-long prompt filter, if any)
    trainer.logger "wandb": left out because wandb is not installed; `pip install wandb`, then add "wandb" to logging.sinks
 
-mapped (82): verl key = value -> rlctl key
-   actor_rollout_ref.actor.clip_ratio_c = 3.0 -> algorithm.loss.clip_ratio_c
-   actor_rollout_ref.actor.clip_ratio_high = 0.2 -> algorithm.loss.clip_high
-   actor_rollout_ref.actor.clip_ratio_low = 0.2 -> algorithm.loss.clip_low
-   actor_rollout_ref.actor.entropy_coeff = 0 -> algorithm.loss.entropy_coef
-   actor_rollout_ref.actor.fsdp_config.dtype = 'bfloat16' -> engines.train.options.mixed_precision
-   actor_rollout_ref.actor.fsdp_config.model_dtype = 'fp32' -> model.dtype
-   actor_rollout_ref.actor.fsdp_config.offload_policy = false -> engines.train.options.cpu_offload
- * actor_rollout_ref.actor.fsdp_config.optimizer_offload = false -> engines.train.options.cpu_offload
- * actor_rollout_ref.actor.fsdp_config.param_offload = false -> engines.train.options.cpu_offload
-   actor_rollout_ref.actor.fsdp_config.reshard_after_forward = true -> engines.train.options.reshard_after_forward
-   actor_rollout_ref.actor.fsdp_config.seed = 42 -> run.seed
-   actor_rollout_ref.actor.grad_clip = 1.0 -> algorithm.optim.grad_clip
-   actor_rollout_ref.actor.loss_agg_mode = 'token-mean' -> algorithm.loss.agg
-   actor_rollout_ref.actor.optim.betas = [0.9, 0.999] -> algorithm.optim.betas
- * actor_rollout_ref.actor.optim.lr = 1e-06 -> algorithm.optim.lr
-   actor_rollout_ref.actor.optim.lr_scheduler_type = 'constant' -> algorithm.optim.scheduler
-   actor_rollout_ref.actor.optim.lr_warmup_steps = -1 -> algorithm.optim.warmup_steps
-   actor_rollout_ref.actor.optim.lr_warmup_steps_ratio = 0.0 -> algorithm.optim.warmup_steps
-   actor_rollout_ref.actor.optim.min_lr_ratio = 0.0 -> algorithm.optim.min_lr_ratio
-   actor_rollout_ref.actor.optim.optimizer = 'AdamW' -> algorithm.optim.name
-   actor_rollout_ref.actor.optim.weight_decay = 0.01 -> algorithm.optim.weight_decay
-   actor_rollout_ref.actor.policy_loss.loss_mode = 'vanilla' -> algorithm.loss.policy_loss
-   actor_rollout_ref.actor.ppo_epochs = 1 -> algorithm.epochs
+set by you and mapped (14): verl key = value -> rlctl key (*: set by an override; y: in your YAML, not verl's default)
  * actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu = 16 -> engines.train.micro_batch_size
- * actor_rollout_ref.actor.ppo_mini_batch_size = 256 -> algorithm.minibatches
-   actor_rollout_ref.actor.shuffle = false -> algorithm.shuffle_minibatches
-   actor_rollout_ref.actor.strategy = 'fsdp' -> engines.train.backend
-   actor_rollout_ref.actor.use_dynamic_bsz = false -> engines.train.micro_batch_size
- * actor_rollout_ref.actor.use_kl_loss = false -> algorithm.kl.in
- * actor_rollout_ref.model.enable_gradient_checkpointing = true -> model.gradient_checkpointing
  * actor_rollout_ref.model.path = 'deepseek-ai/deepseek-llm-7b-chat' -> model.path
-   actor_rollout_ref.model.tokenizer_path = null -> model.tokenizer
-   actor_rollout_ref.model.trust_remote_code = false -> model.trust_remote_code
-   actor_rollout_ref.rollout.agent.default_agent_loop = 'single_turn_agent' -> rollout.agent_loop
-   actor_rollout_ref.rollout.agent.num_workers = 8 -> engines.rollout.agent_workers
-   actor_rollout_ref.rollout.do_sample = true -> rollout.temperature
-   actor_rollout_ref.rollout.enable_prefix_caching = true -> engines.rollout.options.enable_prefix_caching
-   actor_rollout_ref.rollout.enforce_eager = false -> engines.rollout.options.enforce_eager
  * actor_rollout_ref.rollout.gpu_memory_utilization = 0.4 -> engines.rollout.options.gpu_memory_utilization
-   actor_rollout_ref.rollout.ignore_eos = false -> engines.rollout.options.ignore_eos
  * actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu = 32 -> engines.train.log_prob_micro_batch_size
-   actor_rollout_ref.rollout.max_model_len = null -> engines.rollout.options.max_model_len
-   actor_rollout_ref.rollout.n = 1 -> algorithm.group_size
  * actor_rollout_ref.rollout.name = 'vllm' -> engines.rollout.backend
-   actor_rollout_ref.rollout.response_length = 512 -> rollout.max_new_tokens
-   actor_rollout_ref.rollout.temperature = 1.0 -> rollout.temperature
  * actor_rollout_ref.rollout.tensor_model_parallel_size = 4 -> engines.rollout.replicas
-   actor_rollout_ref.rollout.top_k = -1 -> rollout.top_k
-   actor_rollout_ref.rollout.top_p = 1 -> rollout.top_p
-   actor_rollout_ref.rollout.val_kwargs.do_sample = false -> rollout.val_temperature
-   actor_rollout_ref.rollout.val_kwargs.n = 1 -> rollout.val_group_size
-   actor_rollout_ref.rollout.val_kwargs.temperature = 0 -> rollout.val_temperature
- * algorithm.adv_estimator = 'gae' -> algorithm.estimator
-   algorithm.gamma = 1.0 -> algorithm.gamma
-   algorithm.lam = 1.0 -> algorithm.lam
-   algorithm.norm_adv_by_std_in_grpo = true -> algorithm.norm_adv_by_std
- * algorithm.use_kl_in_reward = false -> algorithm.kl.in
-   critic.cliprange_value = 0.5 -> critic.cliprange_value
-   critic.enable = null -> critic.enabled
  * critic.model.path = 'deepseek-ai/deepseek-llm-7b-chat' -> critic.path
- * critic.optim.lr = 1e-05 -> critic.lr
-   critic.optim.lr_warmup_steps_ratio = 0.0 -> algorithm.optim.warmup_steps
-   custom_reward_function.path = null -> rewards (--reward)
- * data.max_prompt_length = 512 -> data.max_prompt_tokens
-   data.prompt_key = 'prompt' -> data.prompt_key
-   data.shuffle = true -> data.shuffle
-   data.tokenizer = null -> model.tokenizer
- * data.train_batch_size = 1024 -> algorithm.prompts_per_step
  * data.train_files = '/data/data/gsm8k/train.parquet' -> data.train
  * data.val_files = '/data/data/gsm8k/test.parquet' -> data.val
-   ray_kwargs.ray_init.num_cpus = null -> resources.num_cpus
- * trainer.critic_warmup = 0 -> critic.warmup_steps
-   trainer.device = 'cuda' -> run.device
  * trainer.experiment_name = 'deepseek_llm_7b_function_rm' -> run.name
- * trainer.logger = ['console', 'wandb'] -> logging.sinks
-   trainer.max_actor_ckpt_to_keep = null -> schedule.keep_last
- * trainer.n_gpus_per_node = 8 -> resources.devices_per_node
- * trainer.nnodes = 1 -> resources.nodes
  * trainer.project_name = 'verl_example_gsm8k' -> logging.sink_options
  * trainer.save_freq = 20 -> schedule.save_every
  * trainer.test_freq = 1 -> schedule.eval_every
  * trainer.total_epochs = 15 -> schedule.total_steps
 
-unsupported, ignored (2): no effect on the math
- * critic.ppo_micro_batch_size_per_gpu = 32: rlctl uses the actor's micro-batch size (engines.train.micro_batch_size) (16) here
-   trainer.val_before_train = true: rlctl validates every schedule.eval_every steps, not before the first (validation, not training)
-
-dropped, set by the overrides (14): no effect in rlctl
- * actor_rollout_ref.model.use_remove_padding = true: rlctl packs sequences its own way (no math effect)
- * actor_rollout_ref.rollout.prometheus.served_model_name = 'deepseek-ai/deepseek-llm-7b-chat': metrics export
- * critic.forward_micro_batch_size_per_gpu = 32: forward micro-batch (memory)
- * critic.model.enable_gradient_checkpointing = true: same as the policy's model.gradient_checkpointing
- * critic.model.fsdp_config.optimizer_offload = false: same as the actor's engine options (one [engines.train.options])
- * critic.model.fsdp_config.param_offload = false: same as the actor's engine options (one [engines.train.options])
- * critic.model.tokenizer_path = 'deepseek-ai/deepseek-llm-7b-chat': the policy's tokenizer
+set by you, no effect here (3): why
  * critic.model.use_remove_padding = true: rlctl packs sequences its own way (no math effect)
+ * critic.ppo_micro_batch_size_per_gpu = 32: rlctl uses the actor's micro-batch size (engines.train.micro_batch_size) (16) here
  * data.filter_overlong_prompts = true: rlctl refuses over-long prompts when it loads them instead of filtering them out (a dataset without any trains the same)
- * data.max_response_length = 512: same as actor_rollout_ref.rollout.response_length (what verl's rollout uses)
- * data.truncation = 'error': error, as rlctl: over-long prompts are refused
- * reward_model.model.input_tokenizer = 'deepseek-ai/deepseek-llm-7b-chat': reward models are off
- * trainer.default_local_dir = 'checkpoints/verl_example_gsm8k/deepseek_llm_7b_function_rm': rlctl writes checkpoints under run.output_dir/run.name
- * trainer.use_legacy_worker_impl = 'auto': which verl worker code runs
 
-dropped at the YAML's values (493): no effect in rlctl
-     89 profiling
-     56 verl's dataclass to build: no meaning outside verl
-     31 reward models are off
-     13 memory saving
-     13 multi-turn is off
-     11 a copy of model.mtp (checked there)
-     10 at 1
-     10 kernel choice
-     10 multi-token prediction is off
-      9 at False
-      8 the KL is off
-      6 LoRA is off
-      6 rollout correction is off (rollout_is = null)
-      6 same as the actor's engine options (one [engines.train.options])
-      6 what verl's checkpoints hold; rlctl saves model, optimizer and state
-      5 at -1
-      5 token budget of dynamic batching (memory)
-      4 MoE router replay is off
-      4 dataset output format
-      4 model loading detail
-      4 overlap tuning
-      4 rlctl derives every seed from run.seed
-      4 rlctl shards per decoder layer
-      3 FSDP1 detail
-      3 at None (off): Python imported into verl's workers
-      3 at {}
-      3 at {} (off): overrides of the model's config
-      3 copy of actor_rollout_ref.rollout.n (algorithm.group_size)
-      3 copy of the role's strategy
-      3 metrics export
-      3 rollout tracing
-      3 server batching (speed)
-      3 set by verl per role
-      3 unset (the per-GPU size is used)
-      3 used only by the clip_cov policy loss
-      3 weight-sync transport
-    136 for 112 other reasons
-   (`--report FILE` lists each key with its reason)
+at verl's default (574):
+    505 no effect in rlctl
+     68 mapped to the recipe
+      1 unsupported, no effect on the math
+   (--verbose, or the --report file, lists each)
 """, 'ppo_moe': """\
-verl config tests/cli/migrate_fixtures/ppo_megatron_trainer.yaml + 45 overrides (45 from ppo_moe_qwen1.5_megatron.sh)
-   launch script tests/cli/migrate_fixtures/ppo_moe_qwen1.5_megatron.sh: main_ppo call at line 28
+verl config tests/cli/migrate_fixtures/verl-b178a3cd/ppo_megatron_trainer.yaml + 45 overrides (45 from ppo_moe_qwen1.5_megatron.sh)
+   launch script tests/cli/migrate_fixtures/verl-b178a3cd/ppo_moe_qwen1.5_megatron.sh: main_ppo call at line 28
    the call forwards "$@": give extra overrides as arguments
-   651 verl keys, 50 set by the overrides (*): 83 mapped, 562 dropped (no effect in rlctl), 6 unsupported but no effect on the math, 0 refused
+   verl's defaults: the YAML is verl's generated megatron config from a commit rlctl has no defaults for (closest: v0.7.0, 37 leaves differ); its values are taken as verl's defaults
+   651 verl keys: 28 set by you and migrated (18 mapped, 10 with no effect here), 0 refused, 623 at verl's default
 
 batch (verl's numbers; `rlctl config show` derives the same):
                                        verl   rlctl
@@ -543,170 +216,49 @@ notes:
    schedule.total_steps = 100 epochs x (7473 rows // 1024 prompts) = 700 (before verl's over-long prompt filter, if any)
    trainer.logger "wandb": left out because wandb is not installed; `pip install wandb`, then add "wandb" to logging.sinks
 
-mapped (83): verl key = value -> rlctl key
-   actor_rollout_ref.actor.clip_ratio_c = 3.0 -> algorithm.loss.clip_ratio_c
-   actor_rollout_ref.actor.clip_ratio_high = 0.2 -> algorithm.loss.clip_high
-   actor_rollout_ref.actor.clip_ratio_low = 0.2 -> algorithm.loss.clip_low
-   actor_rollout_ref.actor.entropy_coeff = 0 -> algorithm.loss.entropy_coef
-   actor_rollout_ref.actor.loss_agg_mode = 'token-mean' -> algorithm.loss.agg
- * actor_rollout_ref.actor.megatron.context_parallel_size = 1 -> engines.train.options.context_parallel
-   actor_rollout_ref.actor.megatron.expert_model_parallel_size = 1 -> engines.train.options.expert_parallel
-   actor_rollout_ref.actor.megatron.override_transformer_config.recompute_granularity = null -> engines.train.options.recompute_granularity
+set by you and mapped (18): verl key = value -> rlctl key (*: set by an override; y: in your YAML, not verl's default)
  * actor_rollout_ref.actor.megatron.pipeline_model_parallel_size = 2 -> engines.train.options.pipeline_parallel
-   actor_rollout_ref.actor.megatron.seed = 42 -> run.seed
-   actor_rollout_ref.actor.megatron.sequence_parallel = true -> engines.train.options.sequence_parallel
  * actor_rollout_ref.actor.megatron.tensor_model_parallel_size = 4 -> engines.train.options.tensor_parallel
-   actor_rollout_ref.actor.megatron.virtual_pipeline_model_parallel_size = null -> engines.train.options.virtual_pipeline_parallel
-   actor_rollout_ref.actor.optim.betas = [0.9, 0.999] -> algorithm.optim.betas
-   actor_rollout_ref.actor.optim.clip_grad = 1.0 -> algorithm.optim.grad_clip
- * actor_rollout_ref.actor.optim.lr = 1e-06 -> algorithm.optim.lr
-   actor_rollout_ref.actor.optim.lr_decay_style = 'constant' -> algorithm.optim.scheduler
-   actor_rollout_ref.actor.optim.lr_warmup_steps = -1 -> algorithm.optim.warmup_steps
-   actor_rollout_ref.actor.optim.lr_warmup_steps_ratio = 0.0 -> algorithm.optim.warmup_steps
-   actor_rollout_ref.actor.optim.min_lr = 0.0 -> algorithm.optim.min_lr_ratio
-   actor_rollout_ref.actor.optim.optimizer = 'adam' -> algorithm.optim.name
-   actor_rollout_ref.actor.optim.weight_decay = 0.01 -> algorithm.optim.weight_decay
-   actor_rollout_ref.actor.policy_loss.loss_mode = 'vanilla' -> algorithm.loss.policy_loss
-   actor_rollout_ref.actor.ppo_epochs = 1 -> algorithm.epochs
  * actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu = 4 -> engines.train.micro_batch_size
- * actor_rollout_ref.actor.ppo_mini_batch_size = 256 -> algorithm.minibatches
-   actor_rollout_ref.actor.shuffle = false -> algorithm.shuffle_minibatches
-   actor_rollout_ref.actor.strategy = 'megatron' -> engines.train.backend
-   actor_rollout_ref.actor.use_dynamic_bsz = false -> engines.train.micro_batch_size
- * actor_rollout_ref.actor.use_kl_loss = false -> algorithm.kl.in
-   actor_rollout_ref.model.enable_gradient_checkpointing = true -> model.gradient_checkpointing
  * actor_rollout_ref.model.path = '/data/models/Qwen/Qwen1.5-MoE-A2.7B-Chat' -> model.path
-   actor_rollout_ref.model.tokenizer_path = null -> model.tokenizer
-   actor_rollout_ref.model.trust_remote_code = false -> model.trust_remote_code
-   actor_rollout_ref.rollout.agent.default_agent_loop = 'single_turn_agent' -> rollout.agent_loop
-   actor_rollout_ref.rollout.agent.num_workers = 8 -> engines.rollout.agent_workers
-   actor_rollout_ref.rollout.do_sample = true -> rollout.temperature
-   actor_rollout_ref.rollout.enable_prefix_caching = true -> engines.rollout.options.enable_prefix_caching
-   actor_rollout_ref.rollout.enforce_eager = false -> engines.rollout.options.enforce_eager
  * actor_rollout_ref.rollout.gpu_memory_utilization = 0.7 -> engines.rollout.options.gpu_memory_utilization
-   actor_rollout_ref.rollout.ignore_eos = false -> engines.rollout.options.ignore_eos
  * actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu = 2 -> engines.train.log_prob_micro_batch_size
-   actor_rollout_ref.rollout.max_model_len = null -> engines.rollout.options.max_model_len
-   actor_rollout_ref.rollout.n = 1 -> algorithm.group_size
  * actor_rollout_ref.rollout.name = 'vllm' -> engines.rollout.backend
-   actor_rollout_ref.rollout.response_length = 512 -> rollout.max_new_tokens
-   actor_rollout_ref.rollout.temperature = 1.0 -> rollout.temperature
  * actor_rollout_ref.rollout.tensor_model_parallel_size = 4 -> engines.rollout.replicas
-   actor_rollout_ref.rollout.top_k = -1 -> rollout.top_k
-   actor_rollout_ref.rollout.top_p = 1 -> rollout.top_p
-   actor_rollout_ref.rollout.val_kwargs.do_sample = false -> rollout.val_temperature
-   actor_rollout_ref.rollout.val_kwargs.n = 1 -> rollout.val_group_size
-   actor_rollout_ref.rollout.val_kwargs.temperature = 0 -> rollout.val_temperature
- * algorithm.adv_estimator = 'gae' -> algorithm.estimator
-   algorithm.gamma = 1.0 -> algorithm.gamma
-   algorithm.lam = 1.0 -> algorithm.lam
-   algorithm.norm_adv_by_std_in_grpo = true -> algorithm.norm_adv_by_std
- * algorithm.use_kl_in_reward = false -> algorithm.kl.in
-   critic.cliprange_value = 0.5 -> critic.cliprange_value
-   critic.enable = null -> critic.enabled
  * critic.model.path = '/data/models/Qwen/Qwen1.5-MoE-A2.7B-Chat' -> critic.path
- * critic.optim.lr = 1e-05 -> critic.lr
-   critic.optim.lr_warmup_steps_ratio = 0.0 -> algorithm.optim.warmup_steps
-   custom_reward_function.path = null -> rewards (--reward)
  * data.max_prompt_length = 1024 -> data.max_prompt_tokens
-   data.prompt_key = 'prompt' -> data.prompt_key
-   data.shuffle = true -> data.shuffle
-   data.tokenizer = null -> model.tokenizer
- * data.train_batch_size = 1024 -> algorithm.prompts_per_step
  * data.train_files = '/data/data/gsm8k/train.parquet' -> data.train
  * data.val_files = '/data/data/gsm8k/test.parquet' -> data.val
-   ray_kwargs.ray_init.num_cpus = null -> resources.num_cpus
- * trainer.critic_warmup = 0 -> critic.warmup_steps
-   trainer.device = 'cuda' -> run.device
  * trainer.experiment_name = 'qwen1.5_moe_nochat' -> run.name
- * trainer.logger = ['console', 'wandb'] -> logging.sinks
-   trainer.max_actor_ckpt_to_keep = null -> schedule.keep_last
- * trainer.n_gpus_per_node = 8 -> resources.devices_per_node
  * trainer.nnodes = 4 -> resources.nodes
  * trainer.project_name = 'verl_megatron_gsm8k_examples' -> logging.sink_options
  * trainer.save_freq = 20 -> schedule.save_every
  * trainer.test_freq = 5 -> schedule.eval_every
  * trainer.total_epochs = 100 -> schedule.total_steps
 
-unsupported, ignored (6): no effect on the math
-   actor_rollout_ref.actor.megatron.dtype = 'bfloat16': rlctl's megatron engine computes in model.dtype (float32 keeps verl's fp32 master weights; verl computes in bf16)
- * actor_rollout_ref.actor.megatron.use_dist_checkpointing = true: True: rlctl loads the HF weights at model.path (make sure the dist checkpoint holds the same weights); rlctl lacks it (no effect on the math)
-   actor_rollout_ref.actor.megatron.use_distributed_optimizer = true: rlctl's megatron engine keeps full optimizer state per data-parallel rank (memory, not math)
- * actor_rollout_ref.ref.megatron.use_dist_checkpointing = true: True: rlctl loads the HF weights at model.path (make sure the dist checkpoint holds the same weights); rlctl lacks it (no effect on the math)
- * critic.megatron.use_dist_checkpointing = true: True: rlctl loads the HF weights at model.path (make sure the dist checkpoint holds the same weights); rlctl lacks it (no effect on the math)
-   trainer.val_before_train = true: rlctl validates every schedule.eval_every steps, not before the first (validation, not training)
-
-dropped, set by the overrides (18): no effect in rlctl
+set by you, no effect here (10): why
  * actor_rollout_ref.actor.megatron.dist_checkpointing_path = '/data/mcore_ckpt/Qwen1.5-MoE-A2.7B-Chat': see use_dist_checkpointing
- * actor_rollout_ref.ref.megatron.context_parallel_size = 1: same as the actor's layout (one [engines.train.options])
+ * actor_rollout_ref.actor.megatron.use_dist_checkpointing = true: True: rlctl loads the HF weights at model.path (make sure the dist checkpoint holds the same weights); rlctl lacks it (no effect on the math)
  * actor_rollout_ref.ref.megatron.dist_checkpointing_path = '/data/mcore_ckpt/Qwen1.5-MoE-A2.7B-Chat': see use_dist_checkpointing
- * actor_rollout_ref.ref.megatron.pipeline_model_parallel_size = 2: same as the actor's layout (one [engines.train.options])
- * actor_rollout_ref.ref.megatron.tensor_model_parallel_size = 4: same as the actor's layout (one [engines.train.options])
- * actor_rollout_ref.rollout.prometheus.served_model_name = '/data/models/Qwen/Qwen1.5-MoE-A2.7B-Chat': metrics export
- * actor_rollout_ref.rollout.prompt_length = 1024: same as data.max_prompt_length (rlctl has one prompt limit)
- * critic.megatron.context_parallel_size = 1: same as the actor's layout (one [engines.train.options])
+ * actor_rollout_ref.ref.megatron.use_dist_checkpointing = true: True: rlctl loads the HF weights at model.path (make sure the dist checkpoint holds the same weights); rlctl lacks it (no effect on the math)
  * critic.megatron.dist_checkpointing_path = '/data/mcore_ckpt/Qwen1.5-MoE-A2.7B-Chat': see use_dist_checkpointing
  * critic.megatron.pipeline_model_parallel_size = 2: same as the actor's layout (one [engines.train.options])
  * critic.megatron.tensor_model_parallel_size = 4: same as the actor's layout (one [engines.train.options])
- * critic.model.tokenizer_path = '/data/models/Qwen/Qwen1.5-MoE-A2.7B-Chat': the policy's tokenizer
+ * critic.megatron.use_dist_checkpointing = true: True: rlctl loads the HF weights at model.path (make sure the dist checkpoint holds the same weights); rlctl lacks it (no effect on the math)
  * critic.ppo_micro_batch_size_per_gpu = 4: same as the actor's micro-batch size (engines.train.micro_batch_size)
  * data.filter_overlong_prompts = true: rlctl refuses over-long prompts when it loads them instead of filtering them out (a dataset without any trains the same)
- * data.max_response_length = 512: same as actor_rollout_ref.rollout.response_length (what verl's rollout uses)
- * data.truncation = 'error': error, as rlctl: over-long prompts are refused
- * reward_model.model.input_tokenizer = '/data/models/Qwen/Qwen1.5-MoE-A2.7B-Chat': reward models are off
- * trainer.default_local_dir = 'checkpoints/verl_megatron_gsm8k_examples/qwen1.5_moe_noc...: rlctl writes checkpoints under run.output_dir/run.name
 
-dropped at the YAML's values (544): no effect in rlctl
-     89 profiling
-     55 verl's dataclass to build: no meaning outside verl
-     36 reward models are off
-     33 LoRA is off
-     15 at False
-     15 recompute detail (the granularity is mapped)
-     13 multi-turn is off
-     11 a copy of model.mtp (checked there)
-     10 kernel choice
-     10 multi-token prediction is off
-      8 the KL is off
-      8 weight conversion route
-      6 rollout correction is off (rollout_is = null)
-      6 what verl's checkpoints hold; rlctl saves model, optimizer and state
-      5 at True
-      5 rlctl derives every seed from run.seed
-      5 rlctl packs sequences its own way (no math effect)
-      5 see use_dist_checkpointing
-      5 token budget of dynamic batching (memory)
-      4 MoE router replay is off
-      4 at None
-      4 at True (off): rlctl always loads the checkpoint's weights
-      4 dataset output format
-      4 same as the actor's layout (one [engines.train.options])
-      4 used only by the WSD schedule
-      3 at 0 (off): LoRA: rlctl trains all weights
-      3 at 1
-      3 at None (off): Python imported into verl's workers
-      3 at {}
-      3 at {} (off): a DDP override rlctl cannot apply
-      3 at {} (off): a model-config override rlctl cannot apply
-      3 at {} (off): overrides of the model's config
-      3 compute dtype of a non-actor role: rlctl uses the actor's
-      3 copy of actor_rollout_ref.rollout.n (algorithm.group_size)
-      3 metrics export
-      3 rlctl's collectives have their own bounds
-      3 rollout tracing
-      3 server batching (speed)
-      3 set by verl per role
-      3 unset (the per-GPU size is used)
-      3 used only by the clip_cov policy loss
-      3 weight-sync transport
-    129 for 106 other reasons
-   (`--report FILE` lists each key with its reason)
+at verl's default (623):
+    555 no effect in rlctl
+     65 mapped to the recipe
+      3 unsupported, no effect on the math
+   (--verbose, or the --report file, lists each)
 """})[case]
     assert _clean(out.read_text(), tmp_path) == snapshot({'grpo_fsdp': """\
 # qwen2_7b_function_rm: migrated from verl by `rlctl config migrate`.
 #
 # verl run:  grpo on Qwen/Qwen2-7B-Instruct, fsdp training + vllm rollout on 8 GPUs
-# Made by:   rlctl config migrate tests/cli/migrate_fixtures/ppo_trainer.yaml --verl-script tests/cli/migrate_fixtures/grpo_fsdp_qwen2-7b.sh --var HOME=/data --reward gsm8k --train-rows 7473 -o <tmp>/grpo_fsdp.toml
+# Made by:   rlctl config migrate tests/cli/migrate_fixtures/verl-b178a3cd/ppo_trainer.yaml --verl-script tests/cli/migrate_fixtures/verl-b178a3cd/grpo_fsdp_qwen2-7b.sh --var HOME=/data --reward gsm8k --train-rows 7473 -o <tmp>/grpo_fsdp.toml
 # After each value: the verl key it came from (actor., rollout., ref., model. are under
 # actor_rollout_ref). The migration report accounts for every verl key: mapped, dropped
 # (no effect here) or unsupported, and why.
@@ -795,7 +347,7 @@ reshard_after_forward = true            # actor.fsdp_config.reshard_after_forwar
 
 [engines.rollout]
 backend = "vllm"                        # rollout.name
-agent_workers = 8                       # rollout.agent.num_workers
+agent_workers = 4                       # rollout.agent.num_workers 8, each owning 1 of 4 servers
 replicas = 4                            # 8 GPUs / rollout.tensor_model_parallel_size 2
 
 [engines.rollout.options]
@@ -821,7 +373,7 @@ sinks = ["console", "jsonl"]            # trainer.logger (+ jsonl, which rlctl r
 # qwen2_7b_megatron: migrated from verl by `rlctl config migrate`.
 #
 # verl run:  grpo on Qwen/Qwen2-7B-Instruct, megatron training + vllm rollout on 8 GPUs
-# Made by:   rlctl config migrate tests/cli/migrate_fixtures/ppo_megatron_trainer.yaml --verl-script tests/cli/migrate_fixtures/grpo_megatron_qwen2-7b_math.sh --var HOME=/data --reward gsm8k --train-rows 7473 -o <tmp>/grpo_megatron.toml
+# Made by:   rlctl config migrate tests/cli/migrate_fixtures/verl-b178a3cd/ppo_megatron_trainer.yaml --verl-script tests/cli/migrate_fixtures/verl-b178a3cd/grpo_megatron_qwen2-7b_math.sh --var HOME=/data --reward gsm8k --train-rows 7473 -o <tmp>/grpo_megatron.toml
 # After each value: the verl key it came from (actor., rollout., ref., model. are under
 # actor_rollout_ref). The migration report accounts for every verl key: mapped, dropped
 # (no effect here) or unsupported, and why.
@@ -911,7 +463,7 @@ transformer_impl = "transformer_engine" # verl's megatron layers are Transformer
 
 [engines.rollout]
 backend = "vllm"                        # rollout.name
-agent_workers = 8                       # rollout.agent.num_workers
+agent_workers = 4                       # rollout.agent.num_workers 8, each owning 1 of 4 servers
 replicas = 4                            # 8 GPUs / rollout.tensor_model_parallel_size 2
 
 [engines.rollout.options]
@@ -937,7 +489,7 @@ sinks = ["console", "jsonl"]            # trainer.logger (+ jsonl, which rlctl r
 # deepseek_llm_7b_function_rm: migrated from verl by `rlctl config migrate`.
 #
 # verl run:  gae on deepseek-ai/deepseek-llm-7b-chat, fsdp training + vllm rollout on 8 GPUs
-# Made by:   rlctl config migrate tests/cli/migrate_fixtures/ppo_trainer.yaml --verl-script tests/cli/migrate_fixtures/ppo_critic_deepseek7b.sh --var HOME=/data --reward gsm8k --train-rows 7473 -o <tmp>/ppo_critic.toml
+# Made by:   rlctl config migrate tests/cli/migrate_fixtures/verl-b178a3cd/ppo_trainer.yaml --verl-script tests/cli/migrate_fixtures/verl-b178a3cd/ppo_critic_deepseek7b.sh --var HOME=/data --reward gsm8k --train-rows 7473 -o <tmp>/ppo_critic.toml
 # After each value: the verl key it came from (actor., rollout., ref., model. are under
 # actor_rollout_ref). The migration report accounts for every verl key: mapped, dropped
 # (no effect here) or unsupported, and why.
@@ -1028,7 +580,7 @@ reshard_after_forward = true            # actor.fsdp_config.reshard_after_forwar
 
 [engines.rollout]
 backend = "vllm"                        # rollout.name
-agent_workers = 8                       # rollout.agent.num_workers
+agent_workers = 2                       # rollout.agent.num_workers 8, each owning 1 of 2 servers
 replicas = 2                            # 8 GPUs / rollout.tensor_model_parallel_size 4
 
 [engines.rollout.options]
@@ -1054,7 +606,7 @@ sinks = ["console", "jsonl"]            # trainer.logger (+ jsonl, which rlctl r
 # qwen1.5_moe_nochat: migrated from verl by `rlctl config migrate`.
 #
 # verl run:  gae on /data/models/Qwen/Qwen1.5-MoE-A2.7B-Chat, megatron training + vllm rollout on 32 GPUs
-# Made by:   rlctl config migrate tests/cli/migrate_fixtures/ppo_megatron_trainer.yaml --verl-script tests/cli/migrate_fixtures/ppo_moe_qwen1.5_megatron.sh --var HOME=/data --reward gsm8k --train-rows 7473 -o <tmp>/ppo_moe.toml
+# Made by:   rlctl config migrate tests/cli/migrate_fixtures/verl-b178a3cd/ppo_megatron_trainer.yaml --verl-script tests/cli/migrate_fixtures/verl-b178a3cd/ppo_moe_qwen1.5_megatron.sh --var HOME=/data --reward gsm8k --train-rows 7473 -o <tmp>/ppo_moe.toml
 # After each value: the verl key it came from (actor., rollout., ref., model. are under
 # actor_rollout_ref). The migration report accounts for every verl key: mapped, dropped
 # (no effect here) or unsupported, and why.
@@ -1190,8 +742,8 @@ def test_full_report_accounts_for_every_verl_key(rlctl, tmp_path: Path, case: st
         else:
             yield prefix
 
-    listed = {line.split(" = ", 1)[0].strip(" *") for line in text.splitlines()
-              if line.startswith(("   ", " * ")) and " = " in line}
+    listed = {line[3:].split(" = ", 1)[0] for line in text.splitlines()
+              if line.startswith(("   ", " * ", " y ")) and " = " in line}
     missing = [k for k in leaves(cfg) if k not in listed]
     assert missing == []
 
@@ -1253,15 +805,15 @@ def test_dapo_moe_run_is_refused_key_by_key(rlctl, tmp_path: Path) -> None:  # t
     assert not out.exists()
     assert result.stderr == snapshot("""\
 error: cannot migrate faithfully (3 problems); nothing written:
-  trainer.total_epochs: 10 epochs: verl runs epochs x (training rows // data.train_batch_size) steps, and the row count is unknown
+  --train-rows: trainer.total_epochs = 10: verl runs epochs x (training rows // data.train_batch_size) steps, and the row count is unknown
       fix: pass --train-rows N (rows of the training set), or set trainer.total_training_steps
   actor_rollout_ref.actor.optim.lr_warmup_steps: verl steps the learning-rate schedule once per training step, rlctl once per optimizer step, and this recipe makes 4 optimizer steps per training step: the warm-up / decay would not match
       fix: use a constant schedule without warm-up, or one minibatch and one epoch
   actor_rollout_ref.model.override_config.model_config.max_position_embeddings: 10240: an override of the model's config, which rlctl cannot reproduce
-      fix: remove the override, or keep this run on verl
+      fix: remove '+actor_rollout_ref.model.override_config.model_config.max_position_embeddings=10240' (dapo_moe_qwen3-30b_megatron.sh), or keep this run on verl
 """)
-    assert "   $NNODES unset: the script's default '1' (--var NNODES=... to change it)" \
-        in result.stdout
+    assert "the script's defaults used (--var NAME=VALUE changes one): ACTOR_CP=1, " \
+        in result.stdout and " NNODES=1, " in result.stdout
 
 
 @pytest.mark.parametrize(
@@ -1301,7 +853,8 @@ def test_a_missing_reward_is_asked_for(rlctl, tmp_path: Path) -> None:  # type: 
     out = tmp_path / "x.toml"
     result = rlctl("config", "migrate", FSDP, "--verl-script", str(FIX / "grpo_fsdp_qwen2-7b.sh"),
                    "--var", "HOME=/data", "--train-rows", "7473", "-o", str(out), code=2)
-    assert "custom_reward_function.path: unset: verl scores with its built-in reward" in result.stderr
+    assert "--reward: custom_reward_function.path unset: verl scores with its built-in reward" \
+        in result.stderr
     assert "pass --reward NAME" in result.stderr
 
 
@@ -1309,7 +862,7 @@ def test_unknown_epoch_length_is_asked_for(rlctl, tmp_path: Path) -> None:  # ty
     out = tmp_path / "x.toml"
     result = rlctl("config", "migrate", FSDP, "--verl-script", str(FIX / "grpo_fsdp_qwen2-7b.sh"),
                    "--var", "HOME=/data", "--reward", "gsm8k", "-o", str(out), code=2)
-    assert "trainer.total_epochs: 15 epochs" in result.stderr and "--train-rows" in result.stderr
+    assert "--train-rows: trainer.total_epochs = 15: verl runs epochs" in result.stderr
 
 
 def test_nothing_is_overwritten_without_force(rlctl, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from inline_snapshot import snapshot
 
-FIX = Path("tests/cli/migrate_fixtures")
+FIX = Path("tests/cli/migrate_fixtures/verl-b178a3cd")
 FSDP, MEGATRON = str(FIX / "ppo_trainer.yaml"), str(FIX / "ppo_megatron_trainer.yaml")
 GRPO = ["--verl-script", str(FIX / "grpo_fsdp_qwen2-7b.sh"), "--var", "HOME=/data",
         "--train-rows", "7473"]
@@ -41,7 +41,6 @@ penalty_factor = 1.0                    # reward_kwargs.overlong_buffer_cfg.pena
 """)
     assert [line for line in result.stdout.splitlines()
             if "overlong" in line or "reward_manager" in line] == snapshot([
-        " * reward_manager.name = 'dapo' -> algorithm.overlong",
         (" * reward_model.reward_kwargs.max_resp_len = 8192 -> algorithm.overlong.max_tokens"
         " (= rollout.max_new_tokens, unset)"),
         (" * reward_model.reward_kwargs.overlong_buffer_cfg.enable = true"

@@ -1,4 +1,9 @@
-"""A recipe migrated from verl's GRPO example trains: the tiny model swapped in, on CPU."""
+"""A recipe migrated from verl's current GRPO example trains: the tiny model swapped in, on CPU.
+
+The script is verl main's examples/grpo_trainer/run_qwen3_8b_fsdp.sh (bash arrays, a ``case``
+on the device, dynamic batch sizes), migrated as a new user would, then run for 2 steps with
+the tiny Qwen3 (``model.path = "tiny"``) in one process (``--local``).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 import tomli_w
 
-FIX = Path("tests/cli/migrate_fixtures")
+FIX = Path("tests/cli/migrate_fixtures/verl-main")
 
 
 def _gsm8k_like(path: Path) -> None:
@@ -25,17 +30,21 @@ def _gsm8k_like(path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_migrated_grpo_recipe_trains_5_steps_on_cpu(rlctl, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_migrated_grpo_recipe_trains_2_steps_on_cpu(rlctl, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     # $HOME of the launch script -> tmp_path: the migrated data paths land on these files
-    for split in ("train", "test"):
-        _gsm8k_like(tmp_path / "data" / "gsm8k" / f"{split}.parquet")
+    for name in ("gsm8k", "math"):
+        for split in ("train", "test"):
+            _gsm8k_like(tmp_path / "data" / name / f"{split}.parquet")
     migrated = tmp_path / "grpo.toml"
-    rlctl("config", "migrate", str(FIX / "ppo_trainer.yaml"), "--verl-script",
-          str(FIX / "grpo_fsdp_qwen2-7b.sh"), "--var", f"HOME={tmp_path}", "--reward", "gsm8k",
-          "--train-rows", "7473", "-o", str(migrated))  # gsm8k's rows (ours are 16)
+    rlctl("config", "migrate", str(FIX / "_generated_ppo_trainer.yaml"), "--verl-script",
+          str(FIX / "grpo_qwen3-8b_fsdp.sh"), "--var", f"HOME={tmp_path}", "--var", "DEVICE=gpu",
+          "--var", "EXPERIMENT_NAME=qwen3-grpo", "--reward", "gsm8k", "--train-rows", "7473",
+          "-o", str(migrated))  # gsm8k's rows (ours are 32)
     recipe = tomllib.loads(migrated.read_text())
-    assert recipe["data"]["train"] == str(tmp_path / "data/gsm8k/train.parquet")
-    assert recipe["schedule"]["total_steps"] == 105 and recipe["algorithm"]["kl"]["in"] == "loss"
+    assert recipe["data"]["train"] == [str(tmp_path / "data/gsm8k/train.parquet"),
+                                       str(tmp_path / "data/math/train.parquet")]
+    assert (recipe["algorithm"]["kl"]["in"], recipe["algorithm"]["kl"]["estimator"]) == \
+        ("loss", "k3")
     # what a CPU needs: the hf engine has none of vLLM's options (a table -s cannot empty)
     recipe["engines"]["rollout"] = {"backend": "hf"}
     cpu = tmp_path / "cpu.toml"
@@ -46,12 +55,12 @@ def test_migrated_grpo_recipe_trains_5_steps_on_cpu(rlctl, tmp_path: Path) -> No
              "engines.train.micro_batch_size=5", "engines.train.log_prob_micro_batch_size=20",
              "engines.train.options.mixed_precision=none", "data_plane.backend=memory",
              "resources.mode=local",
-             "schedule.total_steps=5", "schedule.eval_every=0", "schedule.save_every=0"]
+             "schedule.total_steps=2", "schedule.eval_every=0", "schedule.save_every=0"]
     args = [x for s in swaps for x in ("-s", s)]
     rlctl("config", "validate", str(cpu), *args)
     rlctl("train", str(cpu), *args, "--local", "--quiet")
     run_dir = tmp_path / "runs" / recipe["run"]["name"]
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()
             if line.strip()]
-    assert [r["step"] for r in rows] == [1, 2, 3, 4, 5]
+    assert [r["step"] for r in rows] == [1, 2]
     assert all("actor/kl" in r and "actor/pg_loss" in r for r in rows)  # verl's KL-in-loss GRPO

@@ -48,12 +48,16 @@ def test_compact_calls_offer_one_tool_and_openai_agent_needs_its_function(proble
         TOOL + '[[rollout.tools]]\nname = "lookup"\n[[rollout.tools]]\nname = "calculator"\n'
     )
     assert paths(got) == ["rollout.tool_parser"]
-    got = problems(BASE + '[rollout]\nagent_loop = "openai_agent"\n')
+    got = problems(CHAT + '[rollout]\nagent_loop = "openai_agent"\n')
     assert paths(got) == ["rollout.agent_loop_options.agent"]
 
 
+CHAT = BASE + '[model]\npath = "tiny-chat"\n'
+OPENAI = CHAT + '[rollout]\nagent_loop = "openai_agent"\n[rollout.agent_loop_options]\n'
+
+
 def test_an_agent_function_that_does_not_exist_fails_at_validate(problems, load):
-    openai = BASE + '[rollout]\nagent_loop = "openai_agent"\n[rollout.agent_loop_options]\n'
+    openai = OPENAI
     got = problems(openai + 'agent = "rlctl.agents.openai_loop:sovle"\n')
     assert paths(got) == ["rollout.agent_loop_options.agent"]
     assert "has no attribute 'sovle'" in got[0].message
@@ -62,7 +66,40 @@ def test_an_agent_function_that_does_not_exist_fails_at_validate(problems, load)
     assert "no_such_package" in got[0].message
     got = problems(openai + 'agent = "not a target"\n')  # the option model's pattern says why
     assert paths(got) == ["rollout.agent_loop_options.agent"]
-    load(openai + 'agent = "rlctl.agents.openai_loop:load_agent"\n')  # exists: no problem
+    load(openai + 'agent = "tests.agents.agent_functions:two_turns"\n')  # async: no problem
+
+
+def test_an_agent_that_is_not_an_async_function_fails_at_validate(problems, tmp_path,
+                                                                  monkeypatch):
+    got = problems(OPENAI + 'agent = "os:system"\n')  # a module already imported
+    assert paths(got) == ["rollout.agent_loop_options.agent"]
+    assert "plain (not async) function" in got[0].message and "async def" in got[0].fix
+    # a module not imported yet: read, not run
+    (tmp_path / "sync_agents_i28.py").write_text(
+        "raise SystemExit('never imported by validate')\n"
+        "def solve(client, record):\n    return 1.0\n"
+        "class Solver:\n    pass\n"
+        "async def fine(client, record):\n    return 1.0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    got = problems(OPENAI + 'agent = "sync_agents_i28:solve"\n')
+    assert paths(got) == ["rollout.agent_loop_options.agent"] and "not async" in got[0].message
+    got = problems(OPENAI + 'agent = "sync_agents_i28:Solver"\n')
+    assert "a class" in got[0].message
+
+
+def test_openai_agent_needs_a_model_with_a_chat_template(problems, load, tmp_path):
+    agent = 'agent = "tests.agents.agent_functions:two_turns"\n'
+    got = problems(BASE + '[rollout]\nagent_loop = "openai_agent"\n'
+                   '[rollout.agent_loop_options]\n' + agent)
+    assert paths(got) == ["model.path"] and "chat template" in got[0].message
+    assert "tiny-chat" in got[0].fix
+    plain = tmp_path / "plain-tokenizer"
+    plain.mkdir()
+    (plain / "tokenizer_config.json").write_text('{"model_max_length": 64}')
+    got = problems(OPENAI.replace('path = "tiny-chat"', 'path = "tiny-chat"\n'
+                                  f'tokenizer = "{plain}"') + agent)
+    assert paths(got) == ["model.tokenizer"]
+    load(OPENAI + agent)
 
 
 def test_loops_get_the_options_validated_at_load(load):

@@ -75,7 +75,7 @@ def test_docs_index_links_the_other_pages() -> None:
 def test_readme_setup_matches_ci() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
-    install = 'pip install "torch==2.13.0+cpu" -e ".[train,test,megatron]"'
+    install = 'pip install "torch==2.13.0+cpu" -e ".[train,test,megatron,real]"'
     assert install in readme and install in ci
     engines = "rlctl engines install vllm sglang"
     assert engines in readme and engines in ci

@@ -141,6 +141,7 @@ class _Counting(DataPlaneBase):
         self.inner = inner
         self.keys_answered = 0
         self.answers = 0
+        self.answered = threading.Event()  # set once the first answer is out
 
     def kv_watch(self, partition, version, timeout):
         return self.inner.kv_watch(partition, version, timeout)
@@ -152,6 +153,7 @@ class _Counting(DataPlaneBase):
         changes = self.inner.kv_watch_changes(partition, since, timeout)
         self.answers += 1
         self.keys_answered += len(changes.changed) + len(changes.removed)
+        self.answered.set()
         return changes
 
 
@@ -166,6 +168,9 @@ def test_following_a_step_costs_each_change_once_not_the_partition_per_put(plane
     keys = [make_key(u, s, 0) for u in uids for s in range(8)]
 
     def rollout() -> None:
+        # Not before sample's first look: on a busy machine this thread could otherwise put
+        # everything before sample starts, and one answer would hold the whole step.
+        assert counting.answered.wait(timeout=60)
         for key in keys:
             plane.kv_put(key, "train", tag={"status": "running"})
         for key in reversed(keys):

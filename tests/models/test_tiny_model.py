@@ -27,9 +27,7 @@ def test_tiny_model_is_deterministic_per_seed():
     a, b, c = (load_causal_lm(TINY, seed=s) for s in (0, 0, 1))
     assert sum(p.numel() for p in a.parameters()) == 76_160
     assert a.config.tie_word_embeddings and a.dtype == torch.float32
-    for (name, x), y, z in zip(
-        a.state_dict().items(), b.state_dict().values(), c.state_dict().values()
-    ):
+    for (name, x), y in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
         assert torch.equal(x, y), name
     assert not torch.equal(a.model.embed_tokens.weight, c.model.embed_tokens.weight)
 

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from rlctl.run.ray_address import ClusterUnreachable, check_cluster_address
 from rlctl.run import ray_address
+from rlctl.run.ray_address import ClusterUnreachable, check_cluster_address
 from tests.trainer.cli_runs import REPO, TINY
 
 

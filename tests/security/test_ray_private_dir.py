@@ -16,13 +16,13 @@ import time
 
 import pytest
 
+from rlctl.run import ray_dirs
 from rlctl.run.ray_dirs import (
     RayDirError,
     clean_stale_runs,
     new_run_dir,
     private_base,
 )
-from rlctl.run import ray_dirs
 
 
 def test_the_base_is_private_and_tightened_when_too_open(tmp_path):

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rlctl.cli.app import build_app
-from rlctl.engines.rollout.server.options import is_loader_variable
+from rlctl.engines.rollout.server.options import env_variable_allowed
 
 TINY = Path(__file__).resolve().parents[2] / "recipes" / "tiny_grpo.toml"
 OPTIONS = "engines.rollout.options"
@@ -67,15 +67,24 @@ def test_a_server_module_must_be_a_module_name(engine, module):
         "PYTHONPATH",
         "PYTHONHOME",
         "PYTHONWARNINGS",
+        "PYTHONPYCACHEPREFIX",  # got past the old block-list: the server ran a crafted .pyc
         "DYLD_INSERT_LIBRARIES",
         "ld_preload",
+        "HF_HOME",  # dynamic modules of trust_remote_code models are imported from under it
+        "VLLM_LOGGING_CONFIG_PATH",  # a logging dictConfig can call any importable function
+        "VLLM_PLUGINS",
+        "VLLM_ALLOW_INSECURE_SERIALIZATION",
+        "NCCL_NET_PLUGIN",
+        "TRITON_CACHE_DIR",
+        "ANYTHING_ELSE",
     ],
 )
-def test_env_may_not_set_loader_variables_unless_allowed(engine, var):
+def test_env_sets_only_allow_listed_variables_unless_allowed(engine, var):
     table = f'{OPTIONS}.env={{{var} = "/tmp/evil"}}'
     code, err = validate(engine, table)
     assert (
-        code == 2 and f"{OPTIONS}.env: env sets {var}" in err and "allow_loader_env = true" in err
+        code == 2 and f"{OPTIONS}.env: env sets {var}, which a recipe may not set" in err
+        and "allow_loader_env = true" in err
     ), err
     code, err = validate(engine, table, f"{OPTIONS}.allow_loader_env=true")
     assert code == 0, err
@@ -83,7 +92,9 @@ def test_env_may_not_set_loader_variables_unless_allowed(engine, var):
 
 def test_ordinary_env_variables_pass(engine):
     code, err = validate(
-        engine, f'{OPTIONS}.env={{OMP_NUM_THREADS = "2", SGLANG_CPU_OMP_THREADS_BIND = "0-1"}}'
+        engine, f'{OPTIONS}.env={{OMP_NUM_THREADS = "2", SGLANG_CPU_OMP_THREADS_BIND = "0-1", '
+        'VLLM_CPU_KVCACHE_SPACE = "1", CUDA_VISIBLE_DEVICES = "0", NCCL_DEBUG = "INFO"}'
     )
     assert code == 0, err
-    assert not is_loader_variable("OMP_NUM_THREADS") and is_loader_variable("LD_BIND_NOW")
+    assert env_variable_allowed("OMP_NUM_THREADS") and not env_variable_allowed("LD_BIND_NOW")
+    assert not env_variable_allowed("PYTHONPYCACHEPREFIX")

@@ -78,11 +78,12 @@ def test_length_penalty():
 
 def test_reward_set_weights_and_logs_each_term():
     registry = build_registry(external="none")
-    # options come validated (as keywords) from the loaded recipe, in section order
+    # options come validated from the loaded recipe, in section order
+    penalty = registry.get("reward_function", "length_penalty").options
     rewards = RewardSet.from_sections(
         [RewardSection(name="digits_match"), RewardSection(name="length_penalty", weight=0.5)],
         registry,
-        [{}, {"target_tokens": 1, "max_tokens": 3}],
+        [None, penalty(target_tokens=1, max_tokens=3)],
     )
     out = rewards(_sample("55", "5", ids=(9, 9, EOS_ID)))
     assert out["digits_match"] == 0.5 and out["digits_match/exact"] == 0.0
@@ -142,7 +143,7 @@ class _MisbehavingRewards:
 
 def test_a_reward_that_raises_names_plugin_kind_name_type_and_line():
     registry = build_registry(external="none", extra=[_MisbehavingRewards()])
-    rewards = RewardSet.from_sections([RewardSection(name="parse_int")], registry, [{}])
+    rewards = RewardSet.from_sections([RewardSection(name="parse_int")], registry, [None])
     assert rewards(_sample("5", "5"))["parse_int"] == 5.0
     with pytest.raises(PluginCallError) as err:
         rewards(_sample("5x", "5"))
@@ -160,7 +161,7 @@ def test_a_reward_that_raises_names_plugin_kind_name_type_and_line():
 
 def test_a_reward_that_raises_inside_a_library_also_names_its_own_line():
     registry = build_registry(external="none", extra=[_MisbehavingRewards()])
-    rewards = RewardSet.from_sections([RewardSection(name="parse_json")], registry, [{}])
+    rewards = RewardSet.from_sections([RewardSection(name="parse_json")], registry, [None])
     with pytest.raises(PluginCallError) as err:
         rewards(_sample("{", "5"))
     line = inspect.getsourcelines(_MisbehavingRewards.parse_json)[1] + 2
@@ -171,7 +172,7 @@ def test_a_reward_that_raises_inside_a_library_also_names_its_own_line():
 
 def test_a_reward_that_returns_no_score_names_the_plugin():
     registry = build_registry(external="none", extra=[_MisbehavingRewards()])
-    rewards = RewardSet.from_sections([RewardSection(name="no_score")], registry, [{}])
+    rewards = RewardSet.from_sections([RewardSection(name="no_score")], registry, [None])
     with pytest.raises(PluginCallError, match=r"^reward function \"no_score\" of in-process "
                        r"plugin _MisbehavingRewards returned a dict without 'score' "
                        r"\(keys: \['parsed'\]\)$"):

@@ -74,8 +74,9 @@ def test_model_rewards_mix_by_weight_with_names_kept(rm_dir: str) -> None:
     sections = [RewardSection(name="digits_match"),
                 RewardSection(name="reward_model", weight=0.5,
                               options={"path": rm_dir, "dtype": "float32"})]
-    rules = RewardSet.from_sections(sections, registry)
-    models = RewardSet.from_sections(sections, registry, kind="model")
+    options = [None, RewardModelOptions(path=rm_dir, dtype="float32")]
+    rules = RewardSet.from_sections(sections, registry, options)
+    models = RewardSet.from_sections(sections, registry, options, kind="model")
     assert [t.name for t in rules.terms] == ["digits_match"]
     assert [t.name for t in models.terms] == ["reward_model"]
     samples = _samples([(5, 3), (6, 2)])
@@ -83,7 +84,7 @@ def test_model_rewards_mix_by_weight_with_names_kept(rm_dir: str) -> None:
     results = models.score_batch(samples)
     assert [r["reward_model"] for r in results] == pytest.approx(raw)
     assert [r["score"] for r in results] == pytest.approx([0.5 * v for v in raw])
-    assert RewardSet.from_sections(sections, registry, kind="judge").terms == []
+    assert RewardSet.from_sections(sections, registry, options, kind="judge").terms == []
 
 
 def test_a_scorer_that_miscounts_is_named() -> None:
@@ -95,7 +96,8 @@ def test_a_scorer_that_miscounts_is_named() -> None:
             register("short", lambda options, device: lambda samples: [1.0], kind="model")
 
     registry = build_registry(external="none", extra=[Plugin()])
-    models = RewardSet.from_sections([RewardSection(name="short")], registry, kind="model")
+    models = RewardSet.from_sections([RewardSection(name="short")], registry, [None],
+                                     kind="model")
     with pytest.raises(PluginCallError, match="returned 1 scores for 2 samples"):
         models.score_batch(_samples([(3, 1), (3, 2)]))
 

@@ -1,6 +1,6 @@
 """Without a critic the actor update computes the advantages itself, changing no number.
 
-``[algorithm] advantage_pass = "auto"`` (the default) folds the advantage phase into the
+``[engines.train] advantage_pass = "auto"`` (the default) folds the advantage phase into the
 actor update: the update's own read brings the estimator's inputs and its shard holds whole
 groups, so the advantages are the ones the separate phase (``"always"``) computes, bit for
 bit, and so is every metric. The Ray-mode twin on 2 FSDP ranks is in test_train_ray.py.
@@ -27,8 +27,8 @@ from tests.trainer.metric_rows import deterministic
 def test_the_update_computes_the_same_advantages_as_the_phase(make_recipe, run, patch):
     logging = {"logging": {"sinks": ["jsonl"], "progress": False, "rollout_dump_samples": 32}}
     inside = run(make_recipe(run={"name": "inside"}, **logging, **patch))
-    alg = dict(patch.get("algorithm", {}), advantage_pass="always")
-    phase = run(make_recipe(run={"name": "phase"}, **logging, **dict(patch, algorithm=alg)))
+    engines = {"train": {"ranks": 1, "micro_batch_size": 16, "advantage_pass": "always"}}
+    phase = run(make_recipe(run={"name": "phase"}, **logging, **dict(patch, engines=engines)))
     assert all("timing_s/adv" not in r for r in inside)  # no separate phase ran
     assert all("timing_s/adv" in r for r in phase)
     assert deterministic(inside) == deterministic(phase)

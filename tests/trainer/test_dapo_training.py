@@ -128,3 +128,45 @@ def test_a_judge_scores_through_the_rollout_engine(  # type: ignore[no-untyped-d
     assert 0.0 <= row["reward/llm_judge"] <= 1.0
     assert row["critic/score/mean"] == pytest.approx(
         row["reward/digits_match"] + 0.2 * row["reward/llm_judge"], abs=1e-6)
+
+
+STREAM = {"staleness": {"policy": "bounded", "options": {"max_staleness": 1}}}
+
+
+def test_streaming_with_dynamic_sampling_keeps_only_groups_with_a_signal(  # type: ignore[no-untyped-def]
+    make_recipe, run,
+) -> None:
+    """One rollout producer: later steps are dispatched while one trains, and each step is
+    still filled with groups whose rewards differ, refilled by further draws."""
+    recipe = make_recipe(
+        run={"name": "stream-ds"}, schedule={"total_steps": 4},
+        algorithm={"group_size": N, **STREAM,
+                   "dynamic_sampling": {"enabled": True, "prompts_per_draw": 16, "max_draws": 12}},
+        logging={"sinks": ["jsonl"], "progress": False, "rollout_dump_samples": PROMPTS * N},
+    )
+    rows = run(recipe)
+    assert [r["streaming/staleness_max"] for r in rows][1:] == [1.0, 1.0, 1.0]  # it streamed
+    for step, row in enumerate(rows, start=1):
+        assert row["dynamic_sampling/groups_drawn"] == 16 * row["dynamic_sampling/gen_batches"]
+        groups: dict[str, list[float]] = {}
+        for sample in _dumps(recipe, step):
+            groups.setdefault(sample["key"].split("_")[0], []).append(sample["reward"])
+            assert step - 1 - sample["weight_version_min"] <= 1  # within the bound
+        assert len(groups) == PROMPTS and all(len(g) == N for g in groups.values())
+        assert all(max(g) > min(g) for g in groups.values())
+
+
+def test_streaming_scores_with_a_reward_model(  # type: ignore[no-untyped-def]
+    make_recipe, run, rm_dir,
+) -> None:
+    """Samples dispatched ahead are scored by the reward workers when their step collects
+    them (their prompts' ground truth is kept until then)."""
+    recipe = make_recipe(run={"name": "stream-rm"}, schedule={"total_steps": 3},
+                         algorithm=STREAM,
+                         rewards=[{"name": "digits_match"}, _rm(rm_dir, weight=0.5)])
+    rows = run(recipe)
+    assert max(r["streaming/staleness_max"] for r in rows) == 1.0  # it streamed
+    for row in rows:
+        assert row["reward/reward_model"] != 0.0
+        assert row["critic/score/mean"] == pytest.approx(
+            row["reward/digits_match"] + 0.5 * row["reward/reward_model"], abs=1e-5)

@@ -9,12 +9,13 @@ import types
 
 import pytest
 
+from rlctl.agents.contract import AgentLoop
 from rlctl.hookspecs import hookimpl
 from rlctl.registry import build_registry, set_registry
 from rlctl.run.entry import train_from_recipe
 
 
-class FlakyLoop:
+class FlakyLoop(AgentLoop):
     """Session 1 of every prompt raises; the others answer normally."""
 
     def __init__(self, options=None):

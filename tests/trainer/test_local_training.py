@@ -131,6 +131,12 @@ def test_validation_and_rollout_dumps(make_recipe, run):
     rows = run(recipe)
     assert all("val/score/mean" in r for r in rows)
     assert all("val/reward/digits_match" in r for r in rows)
+    # the curve starts at the initial policy; 2 responses per prompt: mean@2 / pass@2 with
+    # their intervals (rlctl.algorithms.accuracy)
+    assert [r["step"] for r in rows] == [0, 1, 2]
+    for r in rows:
+        assert 0 <= r["val/mean@2/ci_low"] <= r["val/mean@2"] <= r["val/mean@2/ci_high"] <= 1
+        assert r["val/pass@2"] >= r["val/mean@2"] and r["val/prompts"] == 6
     dump = recipe.run.output_dir / recipe.run.name / "rollouts" / "step_2.jsonl"
     samples = [__import__("json").loads(x) for x in dump.read_text().splitlines()]
     assert len(samples) == 5

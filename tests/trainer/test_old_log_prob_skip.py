@@ -16,8 +16,10 @@ import math
 
 import pytest
 
+from rlctl.algorithms.staleness import policy_of
+from rlctl.config.pipeline import validate_recipe
 from rlctl.registry import get_registry
-from rlctl.trainer.controller.old_log_probs import old_log_prob_pass_needed
+from rlctl.trainer.plan import build_plan
 from tests.trainer.metric_rows import deterministic
 
 REL_TOL = 1e-9
@@ -29,8 +31,8 @@ def test_on_policy_update_skips_the_pass_and_changes_no_number(make_recipe, run)
     # merged across passes (the case the reordered sums come from).
     train = {"train": {"micro_batch_size": 16, "log_prob_micro_batch_size": 16}}
     skipped = run(make_recipe(run={"name": "auto"}, engines=train))
-    forward = run(make_recipe(run={"name": "always"}, engines=train,
-                              algorithm={"old_log_prob_pass": "always"}))
+    forward = run(make_recipe(run={"name": "always"},
+                              engines={"train": {**train["train"], "old_log_prob_pass": "always"}}))
     assert all("timing_s/old_log_prob" not in r for r in skipped)  # the phase never ran
     assert all("timing_s/old_log_prob" in r for r in forward)
     a, b = deterministic(skipped), deterministic(forward)
@@ -55,14 +57,22 @@ def test_entropy_is_the_per_token_mean_however_the_tokens_are_split(make_recipe,
     assert 0.9 * math.log(32) < two[0]["actor/entropy"] <= math.log(32)
 
 
+def old_log_probs(recipe):
+    """The plan's choice for ``recipe``: ``(value, why)``."""
+    loaded = validate_recipe(recipe)
+    choice = build_plan(loaded, get_registry(), policy_of(loaded)).old_log_probs
+    return choice.value, choice.why
+
+
 @pytest.mark.parametrize(
     ("patch", "reason"),
     [
-        ({"algorithm": {"old_log_prob_pass": "always"}}, 'old_log_prob_pass = "always"'),
+        ({"engines": {"train": {"old_log_prob_pass": "always"}}}, 'old_log_prob_pass = "always"'),
         ({"algorithm": {"epochs": 2}}, "2 epoch(s) x 1 minibatch(es)"),
         ({"algorithm": {"minibatches": 2}}, "1 epoch(s) x 2 minibatch(es)"),
         ({"algorithm": {"kl": {"in": "reward"}}}, "KL penalty in the reward"),
-        ({"algorithm": {"loss": {"tis_cap": 2.0}}}, "'truncated_is' off-policy correction"),
+        ({"algorithm": {"correction": {"method": "truncated_is"}}},
+         "'truncated_is' off-policy correction"),
         ({"algorithm": {"correction": {"method": "masked_is"}}},
          "'masked_is' off-policy correction"),
         ({"algorithm": {"estimator": "optimal_token_baseline"}},
@@ -70,12 +80,11 @@ def test_entropy_is_the_per_token_mean_however_the_tokens_are_split(make_recipe,
     ],
 )
 def test_anything_off_policy_keeps_the_pass(make_recipe, patch, reason):
-    assert old_log_prob_pass_needed(make_recipe(), get_registry(), streaming=False) is None
-    found = old_log_prob_pass_needed(make_recipe(**patch), get_registry(), streaming=False)
-    assert found is not None and reason in found, found
+    assert old_log_probs(make_recipe())[0] == "update"
+    value, why = old_log_probs(make_recipe(**patch))
+    assert value == "pass" and reason in why, why
 
 
 def test_a_streaming_step_keeps_the_pass(make_recipe):
-    found = old_log_prob_pass_needed(make_recipe(algorithm={"staleness": {"policy": "bounded"}}),
-                                     get_registry(), streaming=True)
-    assert found is not None and "streams" in found
+    value, why = old_log_probs(make_recipe(algorithm={"staleness": {"policy": "bounded"}}))
+    assert value == "pass" and "streams" in why

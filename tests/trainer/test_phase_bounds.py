@@ -11,6 +11,7 @@ import types
 
 import pytest
 
+from rlctl.agents.contract import AgentLoop
 from rlctl.config.recipe import ScheduleSection
 from rlctl.hookspecs import hookimpl
 from rlctl.registry import build_registry, set_registry
@@ -70,15 +71,15 @@ class _Sleeper:
 
 def test_a_local_worker_that_hangs_is_named_with_its_phase():
     group = LocalWorkerGroup("rollout", [_Sleeper()], TrafficMeter(), timeout=1.0)
-    assert group.call("nap", seconds=0.01) == ["rested"]
+    assert group.call(_Sleeper.nap, seconds=0.01) == ["rested"]
     started = time.monotonic()
     with pytest.raises(
         WorkerError, match=r"rollout rank 0 \(this process\) stopped answering during nap"
     ):
-        group.call("nap", seconds=30)
+        group.call(_Sleeper.nap, seconds=30)
     assert time.monotonic() - started < 5
     with pytest.raises(WorkerError, match="within 2 s"):  # a caller's own bound wins
-        group.call("nap", seconds=30, timeout=2.0)
+        group.call(_Sleeper.nap, seconds=30, timeout=2.0)
 
 
 def test_the_recipe_bounds_every_phase_and_refuses_no_bound():
@@ -89,7 +90,7 @@ def test_the_recipe_bounds_every_phase_and_refuses_no_bound():
             ScheduleSection(phase_timeout_s=bad)
 
 
-class StuckLoop:
+class StuckLoop(AgentLoop):
     """An agent loop waiting for a tool that never answers."""
 
     def __init__(self, options=None):
@@ -102,7 +103,7 @@ class StuckLoop:
 class StuckBatchLoop(StuckLoop):
     """A loop that runs a call's sessions as one batch (like single_turn), which never ends."""
 
-    async def run_batch(self, requests, sampling, generate_many):
+    async def run_batch(self, requests, sampling, generate, generate_many, *, session_timeout_s):
         await asyncio.sleep(3600)
 
 

@@ -146,8 +146,8 @@ def test_streaming_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
     run_dir = tmp_path / "runs" / "skil"
     _kill_after_three_steps(_cmd(killed, *dump), env, run_dir)
     state = json.loads((run_dir / "checkpoints" / "step_2" / "trainer_state.json").read_text())
-    assert [d["step"] for d in state["extra"]["stream"]["in_flight"]] == [3, 4]
-    assert state["extra"]["stream"]["samples"] == 2 * 32
+    assert [d["step"] for d in state["extra"]["producer"]["in_flight"]] == [3, 4]
+    assert state["extra"]["producer"]["samples"] == 2 * 32
 
     resumed = subprocess.run(_cmd(killed, "--resume", *dump), env=env, timeout=600,
                              check=False)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from rlctl.agents.contract import AgentLoop
 from rlctl.config.pipeline import validate_recipe
 from rlctl.hookspecs import hookimpl
 from rlctl.registry import build_registry, set_registry
@@ -56,7 +57,7 @@ def test_every_trained_sample_is_within_the_bound(make_recipe, read_metrics, k):
     # step t dispatches up to t + k (never past the last step)
     assert [r["streaming/in_flight"] for r in rows] == [8.0 * min(k, 4 - t) for t in (1, 2, 3, 4)]
     assert all(r["streaming/dropped_groups"] == 0 for r in rows)
-    assert all("timing_s/wait_rollout" in r and "timing_s/wait_train" in r for r in rows)
+    assert all("timing_s/gen" in r and "timing_s/wait_train" in r for r in rows)
     # streaming corrects by default ("auto" -> decoupled_ppo): its weights are reported
     assert all(0 <= r["actor/is_masked_frac"] <= 1 and r["actor/is_weight_mean"] > 0
                for r in rows)
@@ -76,7 +77,7 @@ def test_drop_evicts_too_stale_groups_and_refills_as_many(make_recipe, read_metr
     assert [r["streaming/dropped_groups"] for r in rows] == [0.0, 0.0, 8.0, 8.0]
 
 
-class OneSessionHangs:
+class OneSessionHangs(AgentLoop):
     """Session 0 of the 9th prompt it sees (step 2's first, dispatched ahead while step 1
     trains) waits for ever; every other session answers."""
 

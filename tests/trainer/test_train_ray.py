@@ -42,40 +42,44 @@ def test_tiny_grpo_learns_in_ray_mode(tmp_path):
     assert (tmp_path / "short" / "hf" / "model.safetensors").is_file()
 
 
+@pytest.fixture(scope="module")
+def three_steps(tmp_path_factory) -> list[dict]:
+    """The default tiny_grpo for 3 steps in Ray mode (2 FSDP ranks, the ray data plane): the
+    run the comparisons below hold others against (one Ray start for all of them)."""
+    return _train(tmp_path_factory.mktemp("ray3"), "ray", "-s", "schedule.total_steps=3")
+
+
 @pytest.mark.slow
-def test_controller_bytes_per_sample_mean_the_same_in_both_modes(tmp_path):
+def test_controller_bytes_per_sample_mean_the_same_in_both_modes(tmp_path, three_steps):
     """Same recipe, same definition: Ray mode (2 ranks) and --local (1 rank) meter the same
     metadata; the weights are a reference in both. Ray mode sends the per-rank arguments and
     collects the per-rank results twice, hence the tolerance."""
-    ray_row = _train(tmp_path, "ray", "-s", "schedule.total_steps=2")[-1]
-    local_row = _train(tmp_path, "local", "-s", "schedule.total_steps=2", "--local")[-1]
-    per_sample = [r["perf/controller_bytes_per_sample"] for r in (ray_row, local_row)]
+    local_row = _train(tmp_path, "local", "-s", "schedule.total_steps=3", "--local")[-1]
+    per_sample = [r["perf/controller_bytes_per_sample"] for r in (three_steps[-1], local_row)]
     assert max(per_sample) <= 1024, per_sample
     assert abs(per_sample[0] - per_sample[1]) <= 0.25 * per_sample[1], per_sample
 
 
 @pytest.mark.slow
-def test_advantages_in_the_update_change_no_number_on_two_ranks(tmp_path):
+def test_advantages_in_the_update_change_no_number_on_two_ranks(tmp_path, three_steps):
     """The default folds the advantage phase into the actor update (its shard holds whole
     groups, tests/trainer/test_advantages_in_update.py); on 2 FSDP ranks with a separate
     phase on the same shards every metric is the same, bit for bit."""
-    steps = "schedule.total_steps=3"
-    inside = _train(tmp_path, "inside", "-s", steps)
-    phase = _train(tmp_path, "phase", "-s", steps, "-s", 'algorithm.advantage_pass="always"')
-    assert all("timing_s/adv" not in r for r in inside)
+    phase = _train(tmp_path, "phase", "-s", "schedule.total_steps=3",
+                   "-s", 'engines.train.advantage_pass="always"')
+    assert all("timing_s/adv" not in r for r in three_steps)
     assert all("timing_s/adv" in r for r in phase)
-    assert deterministic(inside) == deterministic(phase)
+    assert deterministic(three_steps) == deterministic(phase)
 
 
 @pytest.mark.slow
-def test_transferqueue_data_plane_runs_the_same_steps(tmp_path):
-    ray_rows = _train(tmp_path, "ray", "-s", "schedule.total_steps=3")
+def test_transferqueue_data_plane_runs_the_same_steps(tmp_path, three_steps):
     tq_rows = _train(
         tmp_path, "tq", "-s", "schedule.total_steps=3", "-s", 'data_plane.backend="transferqueue"'
     )
     # The data plane is an engine choice: it must not change the math.
-    assert [r["critic/score/mean"] for r in tq_rows] == [r["critic/score/mean"] for r in ray_rows]
-    assert [r["actor/pg_loss"] for r in tq_rows] == [r["actor/pg_loss"] for r in ray_rows]
+    for key in ("critic/score/mean", "actor/pg_loss"):
+        assert [r[key] for r in tq_rows] == [r[key] for r in three_steps], key
 
 
 @pytest.mark.slow

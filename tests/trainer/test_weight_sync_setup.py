@@ -34,27 +34,29 @@ def recipe(backend: str, sync: str | None = None, **options: object) -> Recipe:
 
 def test_the_engines_default_sync_gets_the_recipes_table():
     loaded = validate_recipe(recipe("vllm", method="reload", bucket_mb=2))
-    sync, options = make_weight_sync(loaded, get_registry())
+    sync = make_weight_sync(loaded, get_registry())
+    options = loaded.options_for("engines.rollout.weight_sync_options")  # validated once
     assert isinstance(sync, VLLMWeightSync) and sync.options is options
-    assert options is loaded.options_for("engines.rollout.weight_sync_options")  # validated once
     assert options == VLLMWeightSyncOptions(method="reload", bucket_mb=2)
     # the engine built with the same options starts its servers for that sync: no transfer
     # engine for reload, so no --weight-transfer-config
-    engine = VLLMRolloutEngine(RolloutEngineSpec(loaded.recipe, weight_sync_options=options))
+    spec = RolloutEngineSpec.from_loaded(loaded)
+    assert spec.weight_sync_options is options
+    engine = VLLMRolloutEngine(spec)
     assert engine.transfer_backend is None
     assert "--weight-transfer-config" not in engine.server_command(0, "/m").argv
 
 
 def test_a_named_sync_is_validated_by_its_own_model():
     loaded = validate_recipe(recipe("sglang", sync="sglang", transport="disk"))
-    sync, options = make_weight_sync(loaded, get_registry())
-    assert isinstance(sync, SGLangWeightSync) and sync.options is options
-    assert options == SGLangWeightSyncOptions(transport="disk")
+    sync = make_weight_sync(loaded, get_registry())
+    assert isinstance(sync, SGLangWeightSync)
+    assert sync.options == SGLangWeightSyncOptions(transport="disk")
 
 
 def test_the_hf_engine_defaults_to_in_process_whose_options_are_empty():
-    sync, options = make_weight_sync(validate_recipe(recipe("hf")), get_registry())
-    assert isinstance(sync, InProcessWeightSync) and options == InProcessOptions()
+    sync = make_weight_sync(validate_recipe(recipe("hf")), get_registry())
+    assert isinstance(sync, InProcessWeightSync) and sync.options == InProcessOptions()
 
 
 def test_an_options_table_the_sync_does_not_know_is_refused_at_load():

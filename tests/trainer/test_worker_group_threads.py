@@ -3,7 +3,8 @@
 The rollout worker's ``update_weights`` must reach the engine while a ``generate`` call runs
 (partial rollouts abort its requests there), however many calls hold the actor's default
 threads (streaming submits generate calls ahead; they wait on the worker's one-at-a-time lock
-in those threads).
+in those threads); and every worker's liveness check (``pid``) must be answered however busy
+it is, or the heartbeat would call a busy rank stopped.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def ray_cluster():
 
 
 def test_a_weight_update_runs_while_every_default_thread_is_busy(ray_cluster):
-    assert RolloutWorker.method_groups == {"update_weights": "weights"}
+    assert RolloutWorker.method_groups == {"pid": "liveness", "update_weights": "weights"}
     group = RayWorkerGroup("rollout", Worker, [{}], TrafficMeter(), timeout=60)
     try:
         busy = group.submit(Worker.busy, [{"seconds": 30.0}])
@@ -67,8 +68,11 @@ def test_a_weight_update_runs_while_every_default_thread_is_busy(ray_cluster):
         started = time.monotonic()
         assert group.call(Worker.update_weights, timeout=10) == ["updated"]
         assert time.monotonic() - started < 5
-        # a call in the default group waits for a free thread (the liveness check too)
-        with pytest.raises(WorkerError, match="during busy: no result within 2 s"):
+        # the liveness check has a thread of its own: a busy rank is alive, not stopped
+        assert group.unresponsive() == []
+        # a call in the default group waits for a free thread: late, and said to be alive
+        with pytest.raises(WorkerError, match=r"busy did not finish within 2 s \(the process "
+                           "still answers"):
             group.call(Worker.busy, [{"seconds": 0.0}], timeout=2)
         del busy, more
     finally:

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from rlctl.config.plugin_options import OptionsSpec
+from rlctl.config.recipe import ModelSection
 
 if TYPE_CHECKING:
+    from rlctl.config.loaded import LoadedRecipe
     from rlctl.config.recipe import Recipe
 
 FinishReason = Literal["stop", "length"]
@@ -28,6 +33,11 @@ class SamplingParams:
     """Top-k; 0 = off."""
     stop_token_ids: tuple[int, ...] = ()
     """Tokens that end the response like an eos (kept in it): a tool loop stops at a call."""
+    json_schema: str | None = None
+    """A JSON schema (as JSON text) the response must follow: constrained decoding. Only
+    engines registered with ``json_schema=True`` take it (the gateway refuses a JSON
+    ``response_format`` with the others); the others raise rather than ignore it. The
+    log-probs are then those of the constrained sampler."""
 
     @classmethod
     def from_recipe(cls, recipe: Recipe, *, validation: bool = False) -> SamplingParams:
@@ -81,37 +91,72 @@ class Generation:
 
 @dataclass(frozen=True)
 class RolloutEngineSpec(OptionsSpec):
-    """Everything a rollout engine needs to build itself; its validated
-    ``[engines.rollout.options]`` are :meth:`options_as`."""
+    """Everything a rollout engine needs to build itself, and nothing else; its validated
+    ``[engines.rollout.options]`` are :meth:`options_as`. Built by :meth:`from_loaded`."""
 
     options_key: ClassVar[str] = "engines.rollout.options"
 
-    recipe: Recipe
-    """The whole recipe (model, rollout options)."""
-    device: str = "cpu"
-    """``cpu`` or ``cuda[:i]``."""
+    model: ModelSection
+    """The policy model (``[model]``): its weights until the first weight sync, its dtype and
+    tokenizer."""
+    model_seed: int = 0
+    """``run.seed``: the weights of a random-init model (the training engines use the same)."""
     seed: int = 0
     """Base seed of the sampler (identical outputs for identical seeds and requests)."""
+    device: str = "cpu"
+    """``cpu`` or ``cuda[:i]``."""
+    replicas: int = 1
+    """Engine replicas (servers) this worker starts and spreads requests over."""
+    partial_rollout: bool = False
+    """At a weight update, abort the requests in flight and resume them on the new weights
+    (``[algorithm.staleness] partial_rollout = "resume"``)."""
     weight_sync_options: Any = None
     """The validated ``[engines.rollout.weight_sync_options]`` of the weight sync that will
     update this engine (``None``: none given). An engine whose servers must start ready for
     one transfer reads them (vLLM's ``--weight-transfer-config``); the sync itself gets the
     same object."""
 
+    @classmethod
+    def from_loaded(cls, loaded: LoadedRecipe, *, rank: int = 0,
+                    device: str = "cpu") -> RolloutEngineSpec:
+        """The spec of rollout worker ``rank``'s engine (each worker samples with its own
+        seed) from a validated recipe."""
+        recipe = loaded.recipe
+        return cls(
+            model=recipe.model, model_seed=recipe.run.seed, seed=recipe.run.seed + 1000 * rank,
+            device=device, replicas=replicas_per_worker(recipe),
+            partial_rollout=recipe.algorithm.staleness.partial_rollout == "resume",
+            weight_sync_options=loaded.options_for("engines.rollout.weight_sync_options"),
+            options=loaded.options_for(cls.options_key),
+        )
 
-@runtime_checkable
-class RolloutEngine(Protocol):
+
+def replicas_per_worker(recipe: Recipe) -> int:
+    """The engine replicas one rollout worker runs: ``replicas / agent_workers`` (at least 1)."""
+    rollout = recipe.engines.rollout
+    return max(rollout.replicas // rollout.agent_workers, 1)
+
+
+class RolloutEngine(ABC):
     """Generates responses; its weights follow the actor through its weight sync.
 
-    How weights get in is the weight sync's business (``sync(weights, engine, version)``,
-    :mod:`rlctl.hookspecs`), through whatever public methods the engine offers it: the
-    ``in_process`` sync calls ``update_weights(state_dict, version)`` (the ``hf`` engine),
-    the server syncs use :class:`~rlctl.engines.rollout.server.engine.ServerRolloutEngine`'s
-    requests. An engine only has to report the version it generates with.
+    Subclass it: the abstract members are required, the others are optional capabilities
+    with the defaults below, and the rollout worker calls nothing else. How weights get in
+    is the weight sync's business (:class:`WeightSync`), through whatever public methods the
+    engine offers it: the ``in_process`` sync calls ``update_weights(state_dict, version)``
+    (the ``hf`` engine), the server syncs use
+    :class:`~rlctl.engines.rollout.server.engine.ServerRolloutEngine`'s requests.
     """
 
-    def load(self) -> None: ...
+    @abstractmethod
+    def load(self) -> None:
+        """Load the model (start servers); called once before anything else."""
 
+    @abstractmethod
+    async def generate(self, prompt_ids: Sequence[int], sampling: SamplingParams) -> Generation:
+        """One response to ``prompt_ids``."""
+
+    @abstractmethod
     def generate_batch(
         self,
         prompts: Sequence[Sequence[int]],
@@ -121,9 +166,56 @@ class RolloutEngine(Protocol):
         top_p: float,
         top_k: int,
         seed: int | None,
-    ) -> list[Generation]: ...
-
-    async def generate(self, prompt_ids: Sequence[int], sampling: SamplingParams) -> Generation: ...
+    ) -> list[Generation]:
+        """One response per prompt, synchronously (outside an event loop)."""
 
     @property
-    def weight_version(self) -> int: ...
+    @abstractmethod
+    def weight_version(self) -> int:
+        """The policy version of the weights it generates with now."""
+
+    async def generate_many(
+        self, prompts: Sequence[Sequence[int]], sampling: SamplingParams
+    ) -> list[Generation | BaseException]:
+        """One response per prompt, or the exception of its request. Default: ``generate``
+        per prompt, concurrently; an engine that batches better overrides it."""
+        return list(await asyncio.gather(*(self.generate(p, sampling) for p in prompts),
+                                         return_exceptions=True))
+
+    def weight_update(self, *, timeout_s: float) -> AbstractContextManager[None]:
+        """The window a weight sync runs in (requests that start meanwhile wait; partial
+        rollouts abort the requests in flight and resume them after). Default: none."""
+        return nullcontext()
+
+    def state_dict(self) -> dict[str, Any]:
+        """Sampler state a checkpoint keeps (restored, a resumed run draws the same samples).
+        Default: none."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+        return  # the default: nothing to do
+
+    def close(self) -> None:
+        """Release the model (stop servers). Default: nothing to release."""
+        return  # the default: nothing to do
+
+
+class WeightSync(ABC):
+    """Moves the actor's weights into a rollout engine (``target(options) -> sync``, once per
+    rollout worker; ``options``: the validated ``[engines.rollout.weight_sync_options]``).
+
+    ``sync(weights, engine, version)`` applies the actor's exported full weights (a state
+    dict, already next to the rollout worker) to ``engine`` through its public methods and
+    leaves it generating with ``version``; the rollout worker runs it inside the engine's
+    :meth:`RolloutEngine.weight_update` window. A sync keeps its own state across calls.
+    """
+
+    @abstractmethod
+    def __call__(self, weights: Any, engine: Any, version: int) -> None:
+        """Apply ``weights`` to ``engine`` as policy ``version``."""
+
+    def close(self) -> None:
+        """Release what the sync holds (a process group...); runs before the engine closes.
+        Default: nothing."""
+        return  # the default: nothing to do

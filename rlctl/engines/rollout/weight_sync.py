@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from rlctl.config.strict import STRICT_CONFIG
+from rlctl.engines.rollout.contract import WeightSync
 
 
 class InProcessOptions(BaseModel):
@@ -20,7 +21,7 @@ class InProcessOptions(BaseModel):
     model_config = STRICT_CONFIG
 
 
-class InProcessWeightSync:
+class InProcessWeightSync(WeightSync):
     """Copy the actor's full weights into a rollout engine living in the same process.
 
     ``sync(weights, engine, version)``: ``weights`` is the exported state dict, or a model

@@ -11,12 +11,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
+from rlctl.config.algorithm import OptimSection
 from rlctl.config.plugin_options import OptionsSpec
+from rlctl.config.recipe import ModelSection
 
 if TYPE_CHECKING:
     import torch
 
-    from rlctl.config.recipe import Recipe
+    from rlctl.config.loaded import LoadedRecipe
     from rlctl.engines.train.batch import ModelBatch
 
 Role = Literal["actor", "ref", "critic"]
@@ -36,21 +38,61 @@ LossFn = Callable[
 
 @dataclass(frozen=True)
 class ModelEngineSpec(OptionsSpec):
-    """Everything an engine needs to build itself on one rank; its validated
-    ``[engines.train.options]`` are :meth:`options_as` (``spec.options_as(FSDPOptions)``)."""
+    """Everything an engine needs to build itself on one rank, and nothing else; its validated
+    ``[engines.train.options]`` are :meth:`options_as` (``spec.options_as(FSDPOptions)``).
+    Built by :meth:`from_loaded` (the trainer's workers and tests alike)."""
 
     options_key: ClassVar[str] = "engines.train.options"
 
     role: Role
     """``actor`` (trained policy), ``ref`` (frozen policy) or ``critic`` (value model)."""
-    recipe: Recipe
-    """The whole recipe (model, optimizer, micro-batch sizes, engine options)."""
+    model: ModelSection
+    """The policy model (``[model]``): the actor and the reference load it, the critic's trunk
+    too unless :attr:`value_model_path` names another checkpoint."""
     rank: int = 0
     """This process's rank in the engine's process group."""
     world_size: int = 1
     """Ranks of the engine's process group."""
     device: str = "cpu"
     """``cpu`` or ``cuda[:i]``; picks gloo or NCCL."""
+    seed: int = 0
+    """``run.seed``: the weights of a random-init model, and each rank's dropout."""
+    value_model_path: str | None = None
+    """The critic's checkpoint (``[critic] path``); ``None``: the policy model's."""
+    optimizer: OptimSection | None = None
+    """The optimizer and schedule settings of a trained role (``None`` for the reference)."""
+    lr: float = 0.0
+    """Peak learning rate of this role (the actor's ``[algorithm.optim] lr``, the critic's
+    ``[critic] lr``)."""
+    total_optimizer_steps: int = 0
+    """Optimizer steps of the whole run (the schedule's horizon)."""
+    micro_batch_size: int = 8
+    """Samples per forward/backward of an update."""
+    log_prob_micro_batch_size: int = 32
+    """Samples per forward of a log-prob or value pass."""
+    entropy_in_loss: bool = False
+    """The actor loss has an entropy bonus: the update's entropy needs its gradient."""
+
+    @classmethod
+    def from_loaded(cls, loaded: LoadedRecipe, role: Role, *, rank: int = 0,
+                    world_size: int = 1, device: str = "cpu") -> ModelEngineSpec:
+        """The spec of ``role`` on ``rank`` of ``world_size`` from a validated recipe."""
+        recipe = loaded.recipe
+        alg, train = recipe.algorithm, recipe.engines.train
+        trained = role != "ref"
+        return cls(
+            role=role, model=recipe.model, rank=rank, world_size=world_size, device=device,
+            seed=recipe.run.seed,
+            value_model_path=recipe.critic.path if role == "critic" else None,
+            optimizer=alg.optim if trained else None,
+            lr=(recipe.critic.lr if role == "critic" else alg.optim.lr) if trained else 0.0,
+            total_optimizer_steps=(recipe.schedule.total_steps
+                                   * loaded.derived.optimizer_steps_per_train_step),
+            micro_batch_size=train.micro_batch_size,
+            log_prob_micro_batch_size=train.log_prob_micro_batch_size,
+            entropy_in_loss=role == "actor" and alg.loss.entropy_coef > 0,
+            options=loaded.options_for(cls.options_key),
+        )
 
 
 @runtime_checkable

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import torch
 
 from rlctl.config.recipe import OptimSection
+
+if TYPE_CHECKING:
+    from rlctl.engines.train.contract import ModelEngineSpec
 
 
 def build_optimizer(
@@ -54,3 +58,14 @@ def build_scheduler(
     return torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: lr_factor(step, optim, total_steps)
     )
+
+
+def build_optimizer_and_schedule(
+    params: Iterable[torch.nn.Parameter], spec: ModelEngineSpec
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    """A trained role's optimizer (its peak lr) and schedule over the run's optimizer steps,
+    from its engine spec: what every training engine builds the same way."""
+    if spec.optimizer is None:
+        raise ValueError(f"the {spec.role} engine trains nothing: its spec has no optimizer")
+    optimizer = build_optimizer(params, spec.optimizer, lr=spec.lr)
+    return optimizer, build_scheduler(optimizer, spec.optimizer, spec.total_optimizer_steps)

@@ -10,17 +10,18 @@ cut to ``prompts_per_step`` groups, and at most ``max_draws`` draws (``max_num_g
 after which the step fails. Unlike verl there is always a cap: every wait has a bound.
 
 The controller sees only uids: a rollout worker reads the metric from the data plane
-(:mod:`rlctl.trainer.worker.group_filter`). Dropped groups are cleared from the data plane
-and the replay buffer at once.
+(:mod:`rlctl.trainer.worker.group_filter`). The rollout producer draws, and clears dropped
+groups from the data plane and the replay buffer at once; with a streaming staleness policy
+later steps are dispatched with ``prompts_per_draw`` prompts too and refilled the same way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from rlctl.config.recipe import DynamicSamplingSection
 from rlctl.protocol.kv import KVBatchMeta
+from rlctl.trainer.worker.rollout_worker import RolloutWorker
 
 
 class DynamicSamplingExhausted(RuntimeError):
@@ -33,55 +34,36 @@ def metric_field(metric: str) -> str:
 
 
 class DynamicSampler:
-    """Fills one step with groups whose ``metric`` varies (see the module docstring)."""
+    """Which groups of a draw carry a signal (see the module docstring); the rollout producer
+    (:mod:`rlctl.trainer.controller.producer`) draws again while too few do."""
 
-    def __init__(
-        self,
-        settings: DynamicSamplingSection,
-        prompts_per_step: int,
-        *,
-        rollout: Any,
-        discard: Callable[[KVBatchMeta], None],
-    ) -> None:
+    def __init__(self, settings: DynamicSamplingSection, prompts_per_step: int, *,
+                 rollout: Any) -> None:
         self.settings = settings
         self.prompts_per_step = prompts_per_step
         self.per_draw = settings.prompts_per_draw or prompts_per_step
+        self.max_draws = settings.max_draws
         self.field = metric_field(settings.metric)
         self.rollout = rollout
-        self.discard = discard
 
-    def fill(self, draw: Callable[[int], KVBatchMeta]) -> tuple[KVBatchMeta, dict[str, float]]:
-        """``draw(count)`` generates and scores ``count`` prompts' groups; returns the step's
-        batch (``prompts_per_step`` groups) and its ``dynamic_sampling/*`` metrics."""
-        kept: list[KVBatchMeta] = []
-        have = drawn = varied_total = 0
-        for draws in range(1, self.settings.max_draws + 1):
-            batch = draw(self.per_draw)
-            uids = list(dict.fromkeys(batch.tag_values("uid")))  # groups in draw order
-            varied = self.varied(batch)
-            # first drawn, first kept; groups past a full step are dropped like verl's cut
-            take = set([u for u in uids if u in varied][: self.prompts_per_step - have])
-            keep = [i for i, u in enumerate(batch.tag_values("uid")) if u in take]
-            drop = [i for i, u in enumerate(batch.tag_values("uid")) if u not in take]
-            if drop:
-                self.discard(batch.select(drop))
-            kept.append(batch.select(keep))
-            have += len(take)
-            drawn += len(uids)
-            varied_total += len(varied)
-            if have >= self.prompts_per_step:
-                return KVBatchMeta.concat(kept), {
-                    "dynamic_sampling/groups_drawn": float(drawn),
-                    "dynamic_sampling/groups_kept": float(varied_total),
-                    "dynamic_sampling/gen_batches": float(draws),
-                }
-        for batch in kept:
-            self.discard(batch)
+    def split(self, batch: KVBatchMeta, need: int) -> tuple[KVBatchMeta, KVBatchMeta, int]:
+        """``(kept, dropped, groups with a signal)`` of one draw: the first ``need`` groups
+        whose metric varies, in draw order, are kept; groups past a full step are dropped
+        like verl's cut, and so are the groups without a signal."""
+        uids = list(dict.fromkeys(batch.tag_values("uid")))  # groups in draw order
+        varied = self.varied(batch)
+        take = set([u for u in uids if u in varied][:max(need, 0)])
+        keep = batch.select(lambda _k, tags: tags["uid"] in take)
+        drop = batch.select(lambda _k, tags: tags["uid"] not in take)
+        return keep, drop, len(varied)
+
+    def exhausted(self, have: int, drawn: int, varied: int) -> DynamicSamplingExhausted:
+        """The error of a step that ``max_draws`` draws could not fill."""
         s = self.settings
-        raise DynamicSamplingExhausted(
+        return DynamicSamplingExhausted(
             f"dynamic sampling: {s.max_draws} draws of {self.per_draw} prompts gave {have} of "
             f"the {self.prompts_per_step} groups a step needs whose {s.metric!r} varies "
-            f"({drawn - varied_total} of {drawn} groups scored alike): the prompts are too "
+            f"({drawn - varied} of {drawn} groups scored alike): the prompts are too "
             "easy or too hard for the policy; raise algorithm.dynamic_sampling.max_draws or "
             "prompts_per_draw, choose another metric, or change the data")
 
@@ -89,8 +71,10 @@ class DynamicSampler:
         """Uids of ``batch`` whose metric varies, asked of the rollout workers (by group)."""
         from rlctl.trainer.controller.balance import group_partition
 
+        if len(batch) == 0:
+            return set()
         parts = group_partition(batch.tag_values("uid"), self.rollout.world_size)
         shards = [batch.select(p) for p in parts]  # every group whole on one worker
-        answers = self.rollout.call("varied_groups", [{"meta": s} for s in shards],
+        answers = self.rollout.call(RolloutWorker.varied_groups, [{"meta": s} for s in shards],
                                     field=self.field)
         return {uid for part in answers for uid in part}

@@ -67,30 +67,19 @@ class PromptFeeder:
 
     def __init__(
         self, recipe: Recipe, tokenizer: Any, plane: Any, *, split: str = "train",
-        task_options: BaseModel | None, tool_options: Sequence[BaseModel | None] = (),
+        task_options: BaseModel | None, tool_schemas: Sequence[dict[str, Any]] | None = None,
     ) -> None:
-        """``tool_options``: each ``[[rollout.tools]]`` entry's options as validated at load
-        (``None`` for a tool without an option model); one per tool."""
+        """``task_options``: the task's options as validated at load (``None`` without an
+        option model); ``tool_schemas``: the recipe's tools' descriptions the chat template
+        renders (``None`` without tools; the session builds them)."""
         self.recipe = recipe
         self.tokenizer = tokenizer
         self.plane = plane
         self.split = split
         self.source = open_prompt_source(recipe, split=split, task_options=task_options)
         self._iter = iter(self.source)
-        self.tool_options = list(tool_options)
-        self._tools: list[dict[str, Any]] | None = None  # tool schemas, built on first use
+        self.tool_schemas = list(tool_schemas) if tool_schemas is not None else None
         self._ahead: _FedAhead | None = None
-
-    def tool_schemas(self) -> list[dict[str, Any]] | None:
-        """The recipe's tool descriptions for the chat template (``None`` without tools)."""
-        if self._tools is None and self.recipe.rollout.tools:
-            from rlctl.agents.tools import build_tools
-            from rlctl.registry import get_registry
-
-            # tools build cheaply (hookspecs): these are built for their schemas only
-            tools = build_tools(self.recipe.rollout.tools, get_registry(), self.tool_options)
-            self._tools = [tool.schema() for tool in tools.values()]
-        return self._tools
 
     def state_dict(self) -> dict[str, Any]:
         """The source's state after the batches handed out (a batch fed ahead is not)."""
@@ -164,7 +153,7 @@ class PromptFeeder:
         prompts = [next(self._iter) for _ in range(count)]
         ids = tokenize_prompts(
             prompts, self.tokenizer, apply_chat_template=data.apply_chat_template,
-            max_prompt_tokens=data.max_prompt_tokens, tools=self.tool_schemas())
+            max_prompt_tokens=data.max_prompt_tokens, tools=self.tool_schemas)
         uids = [new_uid() for _ in prompts]
         fields = TensorDict(
             {

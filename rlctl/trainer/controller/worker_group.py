@@ -10,6 +10,9 @@ as its pickled bytes.
 
 A call names the worker method by its function, ``group.call(TrainingWorker.compute_log_prob,
 ...)``, so a reader (and an IDE) can follow a phase into the worker; Ray calls it by name.
+Workers implement :class:`rlctl.trainer.worker.contract.Worker`, and every group starts the
+same way whatever it runs on (:func:`start_worker_group`): rank 0's rendezvous port first
+when the ranks form one torch.distributed world, then ``ready`` on every rank, then ``pid``.
 
 Every call has a bound (the group's ``timeout``, ``schedule.phase_timeout_s``, unless the
 caller gives one). When it passes, each rank that has not answered is asked for its pid on
@@ -30,15 +33,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from rlctl.plugin_parity import PluginPin
 from rlctl.protocol.refs import is_reference
+from rlctl.trainer.controller.heartbeat import Heartbeat
+from rlctl.trainer.worker.contract import Worker
 
 R = TypeVar("R")
 
 
-def method_name(method: Callable[..., Any] | str) -> str:
+def method_name(method: Callable[..., Any]) -> str:
     """The name a worker method is called by (``TrainingWorker.compute_log_prob`` ->
     ``"compute_log_prob"``)."""
-    return method if isinstance(method, str) else method.__name__
+    return method.__name__
 
 DEFAULT_TIMEOUT_S = 600.0
 """Bound of a call when neither the caller nor the group gives one (the recipe's default)."""
@@ -121,9 +127,25 @@ class WorkerGroup(ABC):
         """The bound of one call: the caller's, else the group's (never unbounded)."""
         return self.timeout if timeout is None else timeout
 
+    def start(self, worker_cls: type[Worker], timeout: float,
+              plugins: Sequence[PluginPin] = ()) -> None:
+        """The start of every group: every rank checks it has ``plugins`` (the controller's,
+        when the ranks run in other processes), rank 0's rendezvous port when the ranks form one
+        torch.distributed world (bound and held by rank 0 before the others learn it: a port
+        probed here would be free only now), ``ready`` on every rank (constructor and build
+        failures surface now, with the rank), then every rank's pid."""
+        if plugins:
+            self.call(worker_cls.check_plugins, timeout=timeout, expected=list(plugins))
+        joined: dict[str, Any] = {}
+        if self.world_size > 1 and worker_cls.joins_process_group:
+            joined["master_port"] = self.call_rank(0, worker_cls.rendezvous_port,
+                                                   timeout=timeout)
+        self.call(worker_cls.ready, timeout=timeout, **joined)
+        self.pids = list(self.call(worker_cls.pid, timeout=timeout))
+
     @abstractmethod
     def submit(
-        self, method: Callable[..., Any] | str, per_rank: Sequence[dict[str, Any]],
+        self, method: Callable[..., Any], per_rank: Sequence[dict[str, Any]],
         timeout: float | None = None,
     ) -> Pending:
         """Start ``method(**per_rank[r])`` on every rank r without waiting.
@@ -153,7 +175,9 @@ class WorkerGroup(ABC):
         """Stop the workers."""
 
     def raise_if_failed(self, pending: Pending) -> None:
-        """Raise :class:`WorkerError` now if any rank of ``pending`` already failed or died."""
+        """Raise :class:`WorkerError` now if any rank of ``pending`` already failed or died,
+        or stopped answering the heartbeat (:mod:`rlctl.trainer.controller.heartbeat`)."""
+        return  # the default (ranks in this process): nothing to do
 
     def call(
         self,
@@ -191,15 +215,15 @@ class LocalWorkerGroup(WorkerGroup):
     """Workers as plain objects in the controller's process (``--local``): breakpoints work.
 
     Calls run synchronously at submit time, so the bound applies there (``submit``'s
-    ``timeout``, else the group's; see :mod:`rlctl.trainer.controller.local_bound`); arguments are
-    still
-    measured as if they were sent, so controller-traffic numbers mean the same in both modes.
+    ``timeout``, else the group's; see :mod:`rlctl.trainer.controller.local_bound`);
+    arguments are still measured as if they were sent, so controller-traffic numbers mean the
+    same in both modes.
     """
 
     def __init__(
         self,
         name: str,
-        workers: list[Any],
+        workers: list[Worker],
         meter: TrafficMeter,
         *,
         timeout: float = DEFAULT_TIMEOUT_S,
@@ -209,7 +233,7 @@ class LocalWorkerGroup(WorkerGroup):
         self.pids = [os.getpid()] * len(workers)
 
     def submit(
-        self, method: Callable[..., Any] | str, per_rank: Sequence[dict[str, Any]],
+        self, method: Callable[..., Any], per_rank: Sequence[dict[str, Any]],
         timeout: float | None = None,
     ) -> Pending:
         method = method_name(method)
@@ -250,39 +274,34 @@ class LocalWorkerGroup(WorkerGroup):
 
     def shutdown(self) -> None:
         for worker in self.workers:
-            close = getattr(worker, "close", None)
-            if close is not None:
-                close()
+            worker.close()
 
 
 class RayWorkerGroup(WorkerGroup):
     """Workers as Ray actors, one per rank.
 
-    Worker classes answer ``pid()`` (the liveness check); actors run up to four calls at once
-    on threads, so the check is answered while a phase runs. A class whose ranks form one
-    torch.distributed world answers ``rendezvous_port()`` on rank 0 (a port it has bound and
-    holds) and takes it as ``ready(master_port=...)`` on every rank.
+    Actors run up to four calls at once on threads, so the liveness check (``pid``) is
+    answered while a phase runs.
     """
 
     def __init__(
         self,
         name: str,
-        worker_cls: type,
+        worker_cls: type[Worker],
         init_kwargs: Sequence[dict[str, Any]],
         meter: TrafficMeter,
         *,
         num_cpus: float = 0,
-        start_timeout: float = 300.0,
         timeout: float = DEFAULT_TIMEOUT_S,
     ) -> None:
         import ray
 
         super().__init__(name, len(init_kwargs), meter, timeout=timeout)
-        # A worker class may run some methods on threads of their own (``concurrency_groups``:
-        # group -> threads, ``method_groups``: method -> group), e.g. a weight update that must
-        # not queue behind generate calls. (Ray takes the groups only here, not in options.)
-        groups = dict(getattr(worker_cls, "concurrency_groups", None) or {})
-        self.method_groups: dict[str, str] = dict(getattr(worker_cls, "method_groups", None) or {})
+        # Some methods run on threads of their own (the worker's concurrency groups), e.g. a
+        # weight update that must not queue behind generate calls. (Ray takes the groups only
+        # here, not in options.)
+        groups = dict(worker_cls.concurrency_groups)
+        self.method_groups: dict[str, str] = dict(worker_cls.method_groups)
         remote_cls = (ray.remote(concurrency_groups=groups)(worker_cls) if groups
                       else ray.remote(worker_cls))
         self.actors = [
@@ -290,19 +309,10 @@ class RayWorkerGroup(WorkerGroup):
             for kwargs in init_kwargs
         ]
         self.stopped: set[int] = set()  # ranks that failed a liveness check: not waited for again
-        # Ranks that form one torch.distributed world rendezvous at rank 0's port, which rank
-        # 0 binds and holds before the others learn it (a port probed here would be free only
-        # now: other processes could take it before rank 0 binds it).
-        joined: dict[str, Any] = {}
-        if len(self.actors) > 1 and hasattr(worker_cls, "rendezvous_port"):
-            joined["master_port"] = self.call_rank(0, worker_cls.rendezvous_port,
-                                                   timeout=start_timeout)
-        # Surface constructor failures (import errors, bad options) now, with the rank.
-        self.call(worker_cls.ready, timeout=start_timeout, **joined)
-        self.pids = list(self.call(worker_cls.pid, timeout=start_timeout))
+        self.heartbeat = Heartbeat(lambda rank: self._method(rank, "pid").remote())
 
     def submit(
-        self, method: Callable[..., Any] | str, per_rank: Sequence[dict[str, Any]],
+        self, method: Callable[..., Any], per_rank: Sequence[dict[str, Any]],
         timeout: float | None = None,
     ) -> Pending:
         method = method_name(method)
@@ -345,6 +355,7 @@ class RayWorkerGroup(WorkerGroup):
             ready, waiting = ray.wait(waiting, num_returns=len(waiting), timeout=slice_s)
             for ref in ready:
                 results[rank_of[ref]] = self._result(pending.method, rank_of[ref], ref)
+            self._check_heartbeat(pending.method, sorted(rank_of[r] for r in waiting))
         ordered = [results[rank] for rank, _ in pending.handles]
         for result in ordered:
             self.meter.count(pending.method, result, outgoing=False)
@@ -386,7 +397,7 @@ class RayWorkerGroup(WorkerGroup):
         from ray.exceptions import RayError
 
         ranks = list(range(self.world_size)) if ranks is None else list(ranks)
-        checks = {self.actors[r].pid.remote(): r for r in ranks}
+        checks = {self._method(r, "pid").remote(): r for r in ranks}
         deadline = time.monotonic() + LIVENESS_TIMEOUT_S
         waiting = list(checks)
         answered: set[int] = set()
@@ -402,6 +413,14 @@ class RayWorkerGroup(WorkerGroup):
         self.stopped.update(silent)
         return silent
 
+    def _check_heartbeat(self, method: str, ranks: list[int]) -> None:
+        """Raise naming the ranks of ``ranks`` that stopped answering the heartbeat."""
+        stopped = self.heartbeat.beat(ranks)
+        if stopped:
+            self.stopped.update(stopped)
+            raise WorkerError(f"{', '.join(self.who(r) for r in stopped)} stopped answering "
+                              f"during {method}: {self.heartbeat.describe()}")
+
     def raise_if_failed(self, pending: Pending) -> None:
         import ray
 
@@ -413,6 +432,8 @@ class RayWorkerGroup(WorkerGroup):
         for rank, ref in pending.handles:
             if ref.hex() in ready_ids:
                 self._result(pending.method, rank, ref)
+        self._check_heartbeat(pending.method,
+                              [rank for rank, ref in pending.handles if ref.hex() not in ready_ids])
 
     def shutdown(self, grace_s: float = 10.0) -> None:
         """Close every rank (all at once, one bound for all), then kill the actors.
@@ -435,3 +456,32 @@ class RayWorkerGroup(WorkerGroup):
         for actor in self.actors:
             with contextlib.suppress(Exception):
                 ray.kill(actor)
+
+
+def start_worker_group(
+    name: str,
+    worker_cls: type[Worker],
+    init_kwargs: Sequence[dict[str, Any]],
+    meter: TrafficMeter,
+    *,
+    in_process: bool,
+    start_timeout: float,
+    timeout: float,
+    plugins: Sequence[PluginPin] = (),
+) -> WorkerGroup:
+    """One role's ranks, started: ``worker_cls(**init_kwargs[r])`` per rank r, as objects in
+    this process (``in_process``: ``--local``) or as Ray actors; then :meth:`WorkerGroup.start`
+    (``plugins``: the controller's, that every rank must have). A group that fails to start is
+    shut down before the error propagates."""
+    group: WorkerGroup
+    if in_process:
+        group = LocalWorkerGroup(name, [worker_cls(**kw) for kw in init_kwargs], meter,
+                                 timeout=timeout)
+    else:
+        group = RayWorkerGroup(name, worker_cls, init_kwargs, meter, timeout=timeout)
+    try:
+        group.start(worker_cls, start_timeout, plugins)
+    except BaseException:
+        group.shutdown()
+        raise
+    return group

@@ -25,7 +25,12 @@ from rlctl.trainer.worker.fields import (
     to_padded,
 )
 from rlctl.trainer.worker.reward_sections import effective_rewards, reward_fields
-from rlctl.trainer.worker.sessions import agent_partials, estimate_by_session, place_scores
+from rlctl.trainer.worker.sessions import (
+    agent_partials,
+    component_partials,
+    estimate_by_session,
+    place_scores,
+)
 
 # estimator `requires` name -> data-plane field holding it
 REQUIRED_FIELDS = {
@@ -81,39 +86,60 @@ def compute_advantages(
     scalar partials)``. ``plane`` is read only for outputs that carry per-token rewards."""
     alg = recipe.algorithm
     reg = registry.get("advantage_estimator", alg.estimator)
-    estimator = reg.load()
     requires = set(reg.metadata.get("requires", ()))
-    kl_in_reward = alg.kl.apply_in == "reward"
-    rewards = effective_rewards(recipe, registry)
-    reward_names = reward_fields(recipe, registry)
     keys = list(meta.keys)
     lengths = [int(x) for x in meta.tag_values("response_len")]
     width = max(lengths)
     # [B, R]: generated tokens only; observation tokens get no reward and no advantage
     mask = mask_from_lengths(lengths, width) * loss_mask_of(td, lengths, width)
     scores = td["score"].float().reshape(-1)  # [B]
-    token_scores = place_scores(plane, meta, scores, mask, lengths)
-    token_rewards = token_scores
+    token_rewards = place_scores(plane, meta, scores, mask, lengths)
     partials: dict[str, mr.Partial] = {}
-    if kl_in_reward:
-        from rlctl.algorithms.kl import apply_kl_penalty_to_rewards
+    if alg.kl.apply_in == "reward":
+        token_rewards, partials = _kl_in_reward(token_rewards, td, lengths, mask, kl_coef,
+                                                alg.kl.estimator, len(keys))
+    extra = {req: to_padded(td[REQUIRED_FIELDS[req]], lengths)
+             for req in requires if req in REQUIRED_FIELDS}
+    # Sessions with several outputs: group statistics count each session once (sessions.py).
+    advantages, returns = estimate_by_session(  # [B, R] each
+        checked_estimator(reg), keys, bool(reg.metadata.get("group_based", False)),
+        rows=dict(token_level_rewards=token_rewards, response_mask=mask, **extra),
+        index=meta.tag_values("uid"),
+        reward_components={r.name: td[f"reward/{r.name}"].float().reshape(-1)
+                           for r in effective_rewards(recipe, registry)},
+        constants=dict(gamma=alg.gamma, lam=alg.lam, norm_adv_by_std_in_grpo=alg.norm_adv_by_std,
+                       epsilon=1e-6, **options),
+    )
+    outputs = {"advantages": advantages, "returns": returns}
+    if alg.kl.apply_in == "reward":
+        outputs["token_level_rewards"] = token_rewards
+    partials.update(_partials(meta, td, scores, token_rewards, advantages, returns, mask,
+                              reward_fields(recipe, registry)))
+    return outputs, partials
 
-        old = to_padded(td["old_log_probs"], lengths)
-        ref = to_padded(td["ref_log_probs"], lengths)
-        token_rewards, kl_metrics = apply_kl_penalty_to_rewards(
-            token_scores, old, ref, mask, kl_coef, alg.kl.estimator
-        )
-        for name, value in kl_metrics.items():
-            partials[f"critic/{name}"] = mr.scalar_partial(float(value), len(keys))
-    extra: dict[str, Any] = {}
-    for req in requires:
-        field = REQUIRED_FIELDS.get(req)
-        if field is not None:
-            extra[req] = to_padded(td[field], lengths)
+
+def _kl_in_reward(token_scores: Any, td: Any, lengths: list[int], mask: Any, kl_coef: float,
+                  estimator: str, samples: int) -> tuple[Any, dict[str, mr.Partial]]:
+    """Token rewards ``[B, R]`` minus the KL penalty to the reference, and its metrics."""
+    from rlctl.algorithms.kl import apply_kl_penalty_to_rewards
+
+    old = to_padded(td["old_log_probs"], lengths)
+    ref = to_padded(td["ref_log_probs"], lengths)
+    token_rewards, kl_metrics = apply_kl_penalty_to_rewards(token_scores, old, ref, mask,
+                                                            kl_coef, estimator)
+    return token_rewards, {f"critic/{name}": mr.scalar_partial(float(value), samples)
+                           for name, value in kl_metrics.items()}
+
+
+def checked_estimator(reg: Any) -> Any:
+    """The registered estimator, called on keyword inputs (every row, or one row per
+    session): an exception or a result that is not two tensors shaped like the mask names
+    the plugin, the estimator and the line."""
     from rlctl.plugin_errors import PluginCallError
 
+    estimator = reg.load()
+
     def checked(**inputs: Any) -> tuple[Any, Any]:
-        """The estimator on ``inputs`` (every row, or one row per session)."""
         import torch
 
         try:
@@ -130,31 +156,24 @@ def compute_advantages(
                 f"shaped like response_mask {list(shape)}")
         return result
 
-    # Sessions with several outputs: group statistics count each session once (sessions.py).
-    advantages, returns = estimate_by_session(  # [B, R] each
-        checked, keys, bool(reg.metadata.get("group_based", False)),
-        rows=dict(token_level_rewards=token_rewards, response_mask=mask, **extra),
-        index=meta.tag_values("uid"),
-        reward_components={r.name: td[f"reward/{r.name}"].float().reshape(-1) for r in rewards},
-        constants=dict(gamma=alg.gamma, lam=alg.lam, norm_adv_by_std_in_grpo=alg.norm_adv_by_std,
-                       epsilon=1e-6, **options),
-    )
-    outputs = {"advantages": advantages, "returns": returns}
-    if kl_in_reward:
-        outputs["token_level_rewards"] = token_rewards
+    return checked
 
+
+def _partials(meta: KVBatchMeta, td: Any, scores: Any, token_rewards: Any, advantages: Any,
+              returns: Any, mask: Any, reward_names: list[str]) -> dict[str, mr.Partial]:
+    """The phase's metric partials (scores, rewards, advantages, lengths, each reward)."""
     valid = mask.bool()
-    partials["critic/score"] = mr.partial_of(scores.tolist())
-    partials["critic/rewards"] = mr.partial_of((token_rewards * mask).sum(-1).tolist())
-    partials["critic/advantages"] = mr.partial_of(advantages[valid].tolist())
-    partials["critic/returns"] = mr.partial_of(returns[valid].tolist())
-    partials["response_length"] = mr.partial_of(generated_lengths(meta))
-    partials["prompt_length"] = mr.partial_of(meta.tag_values("prompt_len"))
-    finish = meta.tag_values("finish_reason")
-    partials["response_length/clip_ratio"] = mr.partial_of(
-        [1.0 if f == "length" else 0.0 for f in finish]
-    )
+    partials = {
+        "critic/score": mr.partial_of(scores.tolist()),
+        "critic/rewards": mr.partial_of((token_rewards * mask).sum(-1).tolist()),
+        "critic/advantages": mr.partial_of(advantages[valid].tolist()),
+        "critic/returns": mr.partial_of(returns[valid].tolist()),
+        "response_length": mr.partial_of(generated_lengths(meta)),
+        "prompt_length": mr.partial_of(meta.tag_values("prompt_len")),
+        "response_length/clip_ratio": mr.partial_of(
+            [1.0 if f == "length" else 0.0 for f in meta.tag_values("finish_reason")]),
+    }
     for name in reward_names:  # each reward logged on its own, e.g. reward/digits_match
         partials[name] = mr.partial_of(td[name].float().reshape(-1).tolist())
-    partials.update(agent_partials(meta))
-    return outputs, partials
+    partials.update(agent_partials(meta) | component_partials(meta))  # + reward/<name>/<part>
+    return partials

@@ -9,18 +9,18 @@ becomes a ``failure`` tag carrying the error, so the step reports it instead of 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import os
 import threading
 import time
 from typing import Any, ClassVar
 
-from rlctl.agents.contract import AgentLoopSpec, PromptRecord, SamplingParams
+from rlctl.agents.contract import AgentLoop, AgentLoopSpec, PromptRecord, SamplingParams
 from rlctl.config.loaded import LoadedRecipe
+from rlctl.engines.rollout.contract import RolloutEngine, WeightSync
 from rlctl.protocol.kv import KVBatchMeta
 from rlctl.protocol.refs import resolve
 from rlctl.trainer.startup_heap import freeze_startup_heap
+from rlctl.trainer.worker.contract import Worker
 from rlctl.trainer.worker.fields import non_tensor_column, rows
 from rlctl.trainer.worker.step_rollout import StepRollout
 
@@ -35,31 +35,39 @@ def generate_bound(recipe: Any) -> float:
     return recipe.schedule.sample_timeout_s + SESSION_GRACE_S
 
 
-def make_weight_sync(loaded: LoadedRecipe, registry: Any) -> tuple[Any, Any]:
-    """The run's weight sync and its validated options (``None`` without an options model).
+def make_weight_sync(loaded: LoadedRecipe, registry: Any) -> WeightSync:
+    """The run's weight sync, built with its validated options (``None`` without an options
+    model; the engine's spec carries the same object).
 
     One place for the options: ``[engines.rollout.weight_sync_options]``, validated when the
     recipe was loaded by the model of the sync named in ``[engines.rollout] weight_sync``,
-    else of the engine's default. A recipe loaded without that step (built by hand) gets
-    the table validated here.
+    else of the engine's default.
     """
     from rlctl.config.plugin_options import weight_sync_name
 
     reg = registry.get("weight_sync", weight_sync_name(loaded.recipe, registry))
     options = loaded.options_for("engines.rollout.weight_sync_options")
-    if options is None and reg.options is not None:
-        options = reg.options.model_validate(loaded.recipe.engines.rollout.weight_sync_options)
-    return reg.load()(options), options
+    return built_as(reg, WeightSync, reg.load()(options))
 
 
-class RolloutWorker:
+def built_as(reg: Any, base: type, built: Any) -> Any:
+    """``built`` (what ``reg``'s target built), checked to be a ``base``: a plugin that does
+    not subclass its kind's base is named here, not by an AttributeError mid-run."""
+    if not isinstance(built, base):
+        raise TypeError(f"{reg.describe()} built a {type(built).__name__}, which is not a "
+                        f"{base.__module__}.{base.__name__}: subclass it (docs/plugins.md)")
+    return built
+
+
+class RolloutWorker(Worker):
     """One AgentLoop worker with its rollout engine, reward functions and agent loop."""
 
     # Ray runs update_weights on a thread of its own (RayWorkerGroup): a weight update reaches
     # the engine while a generate call runs (partial rollouts abort its requests there),
     # however many generate calls wait their turn on the default threads.
-    concurrency_groups: ClassVar[dict[str, int]] = {"weights": 1}
-    method_groups: ClassVar[dict[str, str]] = {"update_weights": "weights"}
+    concurrency_groups: ClassVar[dict[str, int]] = {**Worker.concurrency_groups, "weights": 1}
+    method_groups: ClassVar[dict[str, str]] = {**Worker.method_groups,
+                                               "update_weights": "weights"}
 
     def __init__(
         self, loaded: LoadedRecipe, plane: Any, rank: int = 0, threads: int | None = None
@@ -69,7 +77,8 @@ class RolloutWorker:
         self.plane = plane
         self.rank = rank
         self.threads = threads
-        self.engine: Any = None
+        self.engine: RolloutEngine | None = None
+        self.weight_sync: WeightSync | None = None
         self._idle_since: float | None = None  # end of the last generate (streaming metric)
         self.written_fields: set[str] = set()  # every sample field this worker has put
         # One generate call at a time: a Ray actor runs calls in threads (streaming submits
@@ -77,7 +86,7 @@ class RolloutWorker:
         # event loop; the overlap streaming wants is rollout vs. training, not two calls.
         self._generating = threading.Lock()
 
-    def ready(self) -> bool:
+    def ready(self, master_port: int | None = None) -> bool:
         import torch
 
         from rlctl.engines.rollout.contract import RolloutEngineSpec
@@ -94,18 +103,14 @@ class RolloutWorker:
         # The controller moves the exported weights here (object store in Ray mode); the
         # registered weight sync applies them: sync(weights, engine, version). The engine gets
         # the sync's options too (vLLM starts its servers for the transfer they name).
-        self.weight_sync, sync_options = make_weight_sync(self.loaded, registry)
-        engine_cls = registry.load("rollout_engine", self.recipe.engines.rollout.backend)
-        self.engine = engine_cls(RolloutEngineSpec(
-            recipe=self.recipe, device=pick_device(self.recipe),
-            seed=self.recipe.run.seed + 1000 * self.rank,
-            options=self.loaded.options_for("engines.rollout.options"),
-            weight_sync_options=sync_options,
-        ))
+        self.weight_sync = make_weight_sync(self.loaded, registry)
+        reg = registry.get("rollout_engine", self.recipe.engines.rollout.backend)
+        self.engine = built_as(reg, RolloutEngine, reg.load()(RolloutEngineSpec.from_loaded(
+            self.loaded, rank=self.rank, device=pick_device(self.recipe))))
         self.engine.load()
         self.agent_loop = build_agent_loop(self.loaded, registry, self.tokenizer)
         sections = effective_rewards(self.recipe, registry)
-        options = [self.loaded.option_kwargs(f"rewards[{i}].options") for i in range(len(sections))]
+        options = [self.loaded.options_for(f"rewards[{i}].options") for i in range(len(sections))]
         self.rewards = RewardSet.from_sections(sections, registry, options)
         self.judges = RewardSet.from_sections(sections, registry, options, kind="judge")
         eos = self.tokenizer.eos_token_id
@@ -198,6 +203,9 @@ class RolloutWorker:
                     # partial rollouts: [version, start, end] of each generated span
                     **({"weight_segments": tags["weight_segments"]}
                        if "weight_segments" in tags else {}),
+                    # an episode scored 0 by its loop's on_episode_error: why it failed
+                    **({"episode_error": tags["episode_error"]}
+                       if "episode_error" in tags else {}),
                     # multi-turn: what the policy generated ("gen") and what it read ("obs")
                     "segments": self._segments(response_rows[i].tolist(), mask_rows[i].tolist()),
                 }
@@ -246,10 +254,7 @@ class RolloutWorker:
         """
         if isinstance(weights, list):  # a reference, wrapped so Ray does not resolve it early
             weights = resolve(weights[0], timeout=self.recipe.schedule.phase_timeout_s)
-        update = getattr(self.engine, "weight_update", None)
-        window = (update(timeout_s=self.recipe.schedule.phase_timeout_s / 2)
-                  if update is not None else contextlib.nullcontext())
-        with window:
+        with self.engine.weight_update(timeout_s=self.recipe.schedule.phase_timeout_s / 2):
             self.weight_sync(weights, self.engine, version)
         return self.engine.weight_version
 
@@ -266,26 +271,18 @@ class RolloutWorker:
     def close(self) -> None:
         # The sync first, while the servers run: it may hold state they share (sglang's
         # process group). The engine closes (stops its servers) even if that fails.
-        close_sync = getattr(getattr(self, "weight_sync", None), "close", None)
-        close_engine = getattr(self.engine, "close", None)
         try:
-            if close_sync is not None:
-                close_sync()
+            if self.weight_sync is not None:
+                self.weight_sync.close()
         finally:
-            if close_engine is not None:
-                close_engine()
+            if self.engine is not None:
+                self.engine.close()
 
-    def pid(self) -> int:
-        """This worker's process id; also the liveness check the controller sends a late rank."""
-        return os.getpid()
 
 
 def build_agent_loop(loaded: LoadedRecipe, registry: Any, tokenizer: Any) -> Any:
     """The recipe's agent loop (its registered target), given its options as validated at load
     and those of the tools / environment it builds."""
-    loop_cls = registry.load("agent_loop", loaded.recipe.rollout.agent_loop)
-    return loop_cls(AgentLoopSpec(
-        recipe=loaded.recipe, tokenizer=tokenizer, registry=registry,
-        options=loaded.options_for("rollout.agent_loop_options"),
-        plugin_options=loaded.plugin_options,
-    ))
+    reg = registry.get("agent_loop", loaded.recipe.rollout.agent_loop)
+    spec = AgentLoopSpec.from_loaded(loaded, tokenizer=tokenizer, registry=registry)
+    return built_as(reg, AgentLoop, reg.load()(spec))

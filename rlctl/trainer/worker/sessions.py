@@ -58,6 +58,32 @@ def place_scores(plane: Any, meta: KVBatchMeta, scores: Any, mask: Any, lengths:
     return token_scores
 
 
+NOTE_CHARS = 600  # one note's length in a sample's tags (a message, a file:line)
+STEP_NOTES = 3  # distinct notes a step shows the user; the rest are counted
+
+
+def step_notes(meta: KVBatchMeta, limit: int = STEP_NOTES) -> list[str]:
+    """What the step's episodes reported for the user (the ``notes`` tag, e.g. tools that
+    raised), shown once per step: the first ``limit`` distinct ones, then how many more."""
+    seen = list(dict.fromkeys(n for t in meta.tags for n in t.get("notes") or ()))
+    if len(seen) <= limit:
+        return seen
+    return seen[:limit] + [f"... and {len(seen) - limit} other distinct problem(s) this step"]
+
+
+def is_reward_component(name: str) -> bool:
+    """``reward/<reward>/<component>``: an extra entry of a reward's dict result."""
+    return name.startswith("reward/") and name.count("/") >= 2
+
+
+def component_partials(meta: KVBatchMeta) -> dict[str, mr.Partial]:
+    """Means of the reward components rollout workers tag their outputs with
+    (``reward/<reward>/<component>``; only the reward's own name is known ahead, its
+    components are whatever its results hold)."""
+    names = sorted({k for t in meta.tags for k in t if is_reward_component(k)})
+    return {name: mr.partial_of([float(t[name]) for t in meta.tags if name in t]) for name in names}
+
+
 def agent_partials(meta: KVBatchMeta) -> dict[str, mr.Partial]:
     """Means of the ``agent/<name>`` numbers multi-turn loops tag their outputs with."""
     names = sorted({k for t in meta.tags for k in t if k.startswith("agent/")})

@@ -1,22 +1,30 @@
 """The sessions of one ``RolloutWorker.generate`` call: run, score, and write to the data plane.
 
-Sessions run concurrently on one event loop; each is bounded by ``schedule.sample_timeout_s``
-and a session that raises becomes a ``failure`` output of its uid. An agent loop with a
-``run_batch`` (the single-turn loop) runs the call's sessions as one batch instead: the
-same generations, without a coroutine per session. Scored outputs are written
-in batches (one ``kv_batch_put`` per flush) with their tags.
+The agent loop's ``run_batch`` runs the call's sessions (by default concurrently on one event
+loop, each bounded by ``schedule.sample_timeout_s``; the single-turn loop as one batched
+generate); a session that raises becomes a ``failure`` output of its uid. Scored outputs are
+written in batches (one ``kv_batch_put`` per flush) with their tags.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from rlctl.agents.contract import AgentOutput, PromptRecord, SamplingParams
+from rlctl.agents.contract import AgentOutput, EpisodeError, PromptRecord, SamplingParams
 from rlctl.protocol.kv import make_key
+from rlctl.registry import get_registry
 from rlctl.trainer.worker.fields import from_rows
+from rlctl.trainer.worker.reward_sections import reward_fields
+from rlctl.trainer.worker.sessions import NOTE_CHARS, is_reward_component
+
+log = logging.getLogger(__name__)
+
+# The call's backstop fires this long after the sessions' own bounds: those fire first.
+BACKSTOP_S = 1.0
 
 
 @dataclass
@@ -28,6 +36,8 @@ class _Scored:
     out: AgentOutput
     score: float
     parts: dict[str, float]
+    error: str | None = None
+    """The episode failed and was scored 0 (:class:`EpisodeError`): why."""
 
 
 class StepRollout:
@@ -45,39 +55,26 @@ class StepRollout:
         self._buffer: list[_Scored] = []
         self._prompt_texts: dict[str, str] = {}  # uid -> decoded prompt, shared by its group
         self._flushing: asyncio.Future | None = None
+        self._episode_errors: list[str] = []  # sessions scored 0 by their loop's policy
 
     async def run_all(
         self, records: list[PromptRecord], n_per_prompt: list[int]
     ) -> dict[str, float]:
+        """Every session of the call through the agent loop's ``run_batch``, then each
+        prompt's group scored and written."""
         pairs = list(zip(records, n_per_prompt, strict=True))
-        if hasattr(self.worker.agent_loop, "run_batch"):
-            results = await self._run_batch(pairs)
-        else:
-            results = await asyncio.gather(*(self._run_prompt(rec, n) for rec, n in pairs))
-        return {
-            "outputs": float(sum(r[0] for r in results)),
-            "failures": float(sum(r[1] for r in results)),
-        }
-
-    async def _run_prompt(self, rec: PromptRecord, n: int) -> tuple[int, int]:
-        sessions = await asyncio.gather(
-            *(self._bounded_session(rec, s) for s in range(n)), return_exceptions=True,
-        )
-        return await self._finish_group(rec, sessions)
-
-    async def _run_batch(self, pairs: list[tuple[PromptRecord, int]]) -> list[tuple[int, int]]:
-        """Every session of the call in one ``run_batch`` of the agent loop (the single-turn
-        loop: one batched generate, no coroutine per session). The sessions all start now,
-        so one deadline bounds them all: past ``schedule.sample_timeout_s`` each becomes the
-        ``failure`` a lone session would."""
         requests = [(rec, s) for rec, n in pairs for s in range(n)]
         bound = self.worker.recipe.schedule.sample_timeout_s
-        deadline = asyncio.timeout(bound)
+        # The loop bounds each session; this deadline (the sessions all start now) is the
+        # backstop of a loop that runs them as one batch: past it each becomes the
+        # ``failure`` a lone session would.
+        deadline = asyncio.timeout(bound + BACKSTOP_S)
         results: list[Any]
         try:
             async with deadline:
                 results = await self.worker.agent_loop.run_batch(
-                    requests, self.sampling, self._generate_many)
+                    requests, self.sampling, self._generate, self._generate_many,
+                    session_timeout_s=bound)
         except TimeoutError:
             if not deadline.expired():
                 raise
@@ -90,9 +87,17 @@ class StepRollout:
             groups.append(results[start : start + n])
             start += n
         # together: their outputs land in one flush of the data-plane writes
-        return list(await asyncio.gather(
+        counts = await asyncio.gather(
             *(self._finish_group(rec, group) for (rec, _), group in zip(pairs, groups,
-                                                                         strict=True))))
+                                                                         strict=True)))
+        if self._episode_errors:  # one line per call, not one per episode
+            log.warning("%d episode(s) failed and were scored 0 (the agent loop's "
+                        "on_episode_error); the first: %s", len(self._episode_errors),
+                        self._episode_errors[0])
+        return {
+            "outputs": float(sum(c[0] for c in counts)),
+            "failures": float(sum(c[1] for c in counts)),
+        }
 
     async def _finish_group(self, rec: PromptRecord, sessions: list[Any]) -> tuple[int, int]:
         """Score and write the sessions of one prompt (outputs, or the exception a session
@@ -100,6 +105,9 @@ class StepRollout:
         outputs: list[_Scored] = []
         failures: list[tuple[str, str]] = []
         for session_id, result in enumerate(sessions):
+            if isinstance(result, EpisodeError):
+                outputs += self._zero_session(rec, session_id, result)
+                continue
             if isinstance(result, BaseException):
                 err = "".join(traceback.format_exception_only(type(result), result)).strip()
                 failures.append((make_key(rec.uid, session_id, 0), err))
@@ -123,21 +131,25 @@ class StepRollout:
             )
         return len(outputs), len(failures)
 
-    async def _bounded_session(self, rec: PromptRecord, session_id: int) -> Any:
-        """One session, cancelled once it runs past ``schedule.sample_timeout_s``: it then
-        becomes a ``failure`` sample naming its uid, and its step reports it."""
-        bound = self.worker.recipe.schedule.sample_timeout_s
-        deadline = asyncio.timeout(bound)
-        try:
-            async with deadline:
-                return await self.worker.agent_loop.run(rec, session_id, self.sampling,
-                                                        self._generate)
-        except TimeoutError:
-            if not deadline.expired():
-                raise  # the agent loop's own timeout, not ours
-            raise TimeoutError(
-                f"session {session_id} of prompt {rec.uid} ran past schedule.sample_timeout_s "
-                f"= {bound:g} s and was cancelled") from None
+    def _zero_session(self, rec: PromptRecord, session_id: int,
+                      err: EpisodeError) -> list[_Scored]:
+        """A failed episode scored 0 (see :class:`EpisodeError`): its outputs, or one of the
+        prompt and a masked end-of-turn token when it recorded none."""
+        outs = err.outputs or [AgentOutput(
+            prompt_ids=list(rec.prompt_ids), response_ids=self.worker.eos_ids[:1],
+            rollout_log_probs=[0.0], finish_reason="stop",
+            weight_version=self.worker.engine.weight_version, num_turns=0, loss_mask=[0])]
+        where = f"session {session_id} of prompt {rec.uid}"
+        self._episode_errors.append(f"{where}: {err}")
+        # every reward's field is written (0), as for a scored output
+        parts = dict.fromkeys(reward_fields(self.worker.recipe, get_registry()), 0.0)
+        scored = []
+        for index, out in enumerate(outs):
+            out.check()
+            out.metrics = dict(err.metrics)
+            scored.append(_Scored(make_key(rec.uid, session_id, index), rec.uid, out, 0.0,
+                                  dict(parts), error=str(err)))
+        return scored
 
     async def _score_session(
         self, rec: PromptRecord, session_id: int, outs: list[AgentOutput]
@@ -300,8 +312,15 @@ class StepRollout:
             tags["partial_resumes"] = out.partial_resumes
         if out.token_rewards is not None:
             tags["token_rewards"] = True
+        if it.error is not None:
+            tags["episode_error"] = it.error[:1000]
         for name, value in out.metrics.items():
             tags[f"agent/{name}"] = float(value)
+        for name, value in it.parts.items():  # components: names known only now (sessions.py)
+            if is_reward_component(name):
+                tags[name] = float(value)
+        if out.notes:  # a few short texts, on the outputs that have any (sessions.py)
+            tags["notes"] = [str(n)[:NOTE_CHARS] for n in out.notes[:3]]
         return tags
 
     async def _generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Any:
@@ -312,9 +331,5 @@ class StepRollout:
     ) -> list[Any]:
         """One generation per prompt, or the exception of its request: the engine's batched
         ``generate_many`` where it has one, else its ``generate`` per prompt, concurrently."""
-        engine = self.worker.engine
-        if hasattr(engine, "generate_many"):
-            return await engine.generate_many(prompts, sampling)
-        return list(await asyncio.gather(*(engine.generate(p, sampling) for p in prompts),
-                                         return_exceptions=True))
+        return await self.worker.engine.generate_many(prompts, sampling)
 

@@ -11,19 +11,23 @@ engine ``writes_outputs`` puts results and returns metric partials; pure data-pa
 report ``dp_rank == rank`` (every rank is its own DP group and writes).
 
 Plugin options were validated when the recipe was loaded (:class:`LoadedRecipe`); the engine
-gets its own through its spec, the estimator and the policy loss theirs as keywords.
+gets its own through its spec, the estimator and the policy loss theirs as keywords. The step's
+shape (which roles, where the old log-probs and the advantages come from, the temperature, the
+correction) is the run's :class:`~rlctl.trainer.plan.StepPlan`, given once at construction.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rlctl.config.loaded import LoadedRecipe
 from rlctl.protocol.kv import KVBatchMeta
 from rlctl.protocol.refs import LocalRef
 from rlctl.trainer import metric_reduce as mr
+from rlctl.trainer.plan import StepPlan
+from rlctl.trainer.worker.contract import Worker
 from rlctl.trainer.worker.fields import (
     flat,
     generated_lengths,
@@ -37,14 +41,16 @@ if TYPE_CHECKING:
     from rlctl.engines.train.contract import ModelEngine
 
 
-class TrainingWorker:
-    """One rank of the training engines (``roles`` ⊆ {actor, ref, critic})."""
+class TrainingWorker(Worker):
+    """One rank of the training engines (the plan's roles: actor [, ref] [, critic])."""
+
+    joins_process_group: ClassVar[bool] = True  # its ranks are one torch.distributed world
 
     def __init__(
         self,
         loaded: LoadedRecipe,
         plane: Any,
-        roles: tuple[str, ...],
+        plan: StepPlan,
         rank: int = 0,
         world_size: int = 1,
         master_port: int = 0,
@@ -53,7 +59,7 @@ class TrainingWorker:
         self.loaded = loaded
         self.recipe = loaded.recipe
         self.plane = plane
-        self.roles = roles
+        self.plan = plan
         self.rank = rank
         self.world_size = world_size
         self.master_port = master_port
@@ -77,7 +83,7 @@ class TrainingWorker:
         from rlctl.engines.train.contract import ModelEngineSpec
         from rlctl.models.loading import load_tokenizer
         from rlctl.registry import get_registry
-        from rlctl.trainer.worker.actor_loss import build_critic_loss
+        from rlctl.trainer.worker.actor_loss import ActorLoss, build_critic_loss
         from rlctl.trainer.worker.device import pick_device
 
         if master_port is not None:
@@ -104,19 +110,19 @@ class TrainingWorker:
         )
         engine_cls = self.registry.load("model_engine", self.recipe.engines.train.backend)
         device = pick_device(self.recipe)
-        options = self.loaded.options_for("engines.train.options")
-        for role in self.roles:
-            engine = engine_cls(ModelEngineSpec(role=role, recipe=self.recipe, rank=self.rank,
-                                                world_size=self.world_size, device=device,
-                                                options=options))
+        for role in self.plan.roles:
+            engine = engine_cls(ModelEngineSpec.from_loaded(
+                self.loaded, role, rank=self.rank, world_size=self.world_size, device=device))
             engine.init()
             self.engines[role] = engine
+        alg, horizon = self.recipe.algorithm, self.recipe.rollout.max_new_tokens
+        # Built once: per call only the minibatch's normaliser and the KL coefficient change.
+        self.actor_loss = ActorLoss(
+            self.plan, alg, self.registry, horizon=horizon,
+            options=self.loaded.option_kwargs("algorithm.loss.options"))
         if "critic" in self.engines:
-            self.critic_loss = build_critic_loss(self.recipe)
-        from rlctl.algorithms.off_policy import recipe_correction
-
-        # [algorithm.correction] with "auto" resolved against the staleness bound
-        self.correction = recipe_correction(self.loaded)
+            self.critic_loss = build_critic_loss(alg, self.recipe.critic.cliprange_value,
+                                                 horizon)
         first = next(iter(self.engines.values()))
         self.dp_rank, self.dp_size = first.dp_rank, first.dp_size
         self.writes_outputs = first.writes_outputs
@@ -170,32 +176,28 @@ class TrainingWorker:
 
     # ------------------------------------------------------------------ phases
     def compute_log_prob(
-        self, meta: KVBatchMeta, role: str, field: str, pad_to: int, temperature: float
+        self, meta: KVBatchMeta, role: str, field: str, pad_to: int
     ) -> dict[str, mr.Partial]:
         """Old (actor) or reference log-probs of the sampled responses -> ``field``.
 
         No entropy here: the update's own forward computes it anyway (``actor/entropy``
         comes from there, see actor_loss.py), so this pass skips the vocabulary-wide sum.
+        The actor's pass measures the rollout-vs-trainer gap (the plan's ``probs_gap``).
         """
-        with_entropy = False
+        from rlctl.trainer.worker.actor_loss import rollout_probs_gap
+
         extra = ["rollout_log_probs"] if role == "actor" else []
         batch, fields, lengths, _ = self._model_batch(meta, extra, pad_to)
-        log_probs, entropy = self.engines[role].compute_log_prob(
-            batch, temperature=temperature, with_entropy=with_entropy
-        )
+        log_probs, _ = self.engines[role].compute_log_prob(
+            batch, temperature=self.plan.temperature, with_entropy=False)
         if len(meta) == 0 or not self.writes_outputs:
             return {}
         self._put(meta, lengths, {field: log_probs})
-        partials: dict[str, mr.Partial] = {}
+        if "rollout_log_probs" not in fields:
+            return {}
         n = len(meta)
-        mask = fields["response_mask"][:n].bool()
-        if entropy is not None:
-            partials["actor/entropy"] = mr.partial_of(entropy[:n][mask].tolist())
-        if "rollout_log_probs" in fields:
-            # How far the rollout engine's log-probs are from the trainer's (should be ~0).
-            diff = (log_probs[:n].exp() - fields["rollout_log_probs"][:n].exp()).abs()
-            partials["training/rollout_probs_diff"] = mr.partial_of(diff[mask].tolist())
-        return partials
+        return {"training/rollout_probs_diff": rollout_probs_gap(
+            log_probs[:n], fields["rollout_log_probs"][:n], fields["response_mask"][:n])}
 
     def compute_values(self, meta: KVBatchMeta, pad_to: int) -> dict[str, mr.Partial]:
         batch, _, lengths, _ = self._model_batch(meta, [], pad_to)
@@ -205,6 +207,7 @@ class TrainingWorker:
         return {}
 
     def compute_advantage(self, meta: KVBatchMeta, kl_coef: float) -> dict[str, mr.Partial]:
+        """The advantage phase on this rank's group-whole shard (the plan's ``phase``)."""
         from rlctl.trainer.worker.advantage_phase import run_advantage_phase
 
         return run_advantage_phase(
@@ -213,40 +216,37 @@ class TrainingWorker:
         )
 
     def update_actor(
-        self, meta: KVBatchMeta, pad_to: int, kl_coef: float, step: int,
-        old_from_update: bool = False, advantages_here: bool = False,
+        self, meta: KVBatchMeta, pad_to: int, kl_coef: float, step: int
     ) -> dict[str, mr.Partial]:
-        """``old_from_update``: the controller skipped the old log-prob pass because this
-        update is provably on-policy (controller/old_log_probs.py); the old log-probs are
-        this update's own detached log-probs, and it reports the rollout-vs-trainer gap.
+        """The actor's epochs x minibatches of optimizer steps over this rank's shard.
 
-        ``advantages_here``: the controller skipped the advantage phase because this shard
-        holds whole groups (controller/trainer.py, ``advantages_in_update``): the advantages
-        come from this call's own read, computed as that phase computes them, and reach the
-        data plane only for the rollout dump (the one other reader)."""
-        from rlctl.trainer.worker.actor_loss import build_actor_loss
+        Where the plan says so, the old log-probs are this update's own detached log-probs
+        (it then reports the rollout-vs-trainer gap), and the advantages come from this
+        call's own read of its group-whole shard, computed as the advantage phase computes
+        them (they reach the data plane only for the rollout dump, the one other reader)."""
         from rlctl.trainer.worker.advantage_phase import advantage_inputs
 
-        needed = [] if old_from_update else ["old_log_probs"]
-        if not advantages_here:
+        plan = self.plan
+        needed = ["old_log_probs"] if plan.old_log_prob_pass else []
+        if plan.advantage_phase:
             needed.append("advantages")
-        if self.recipe.algorithm.kl.apply_in == "loss":
+        if plan.kl.value == "loss":
             needed.append("ref_log_probs")
-        correction = self.correction
-        if correction.active or old_from_update:
+        if plan.reads_rollout_log_probs:
             needed.append("rollout_log_probs")
-        loss_fn = build_actor_loss(self.recipe, self.registry, kl_coef=kl_coef,
-                                   options=self.loaded.option_kwargs("algorithm.loss.options"),
-                                   correction=correction, old_from_update=old_from_update)
         masked = None
         if self.recipe.algorithm.overlong.filter:
             # DAPO's overlong filtering: a truncated response adds no loss and no tokens
             masked = [f == "length" for f in meta.tag_values("finish_reason")]
-        raw = advantage_inputs(self.recipe, self.registry) if advantages_here else []
+        raw = [] if plan.advantage_phase else advantage_inputs(self.recipe, self.registry)
         batch, fields, lengths, td = self._model_batch(meta, needed, pad_to, raw_fields=raw)
         partials: dict[str, mr.Partial] = {}
-        if advantages_here and len(meta):
+        if not plan.advantage_phase and len(meta):
             partials = self._advantages_into(fields, meta, lengths, td, kl_coef)
+
+        def loss_fn(outputs: dict[str, Any], micro: dict[str, Any], normalizer: float) -> Any:
+            return self.actor_loss(outputs, micro, normalizer=normalizer, kl_coef=kl_coef)
+
         updated = self._update("actor", batch, fields, loss_fn, step, masked=masked)
         return mr.merge([partials, updated]) if self.writes_outputs else {}
 
@@ -268,7 +268,10 @@ class TrainingWorker:
     def update_critic(self, meta: KVBatchMeta, pad_to: int, step: int) -> dict[str, mr.Partial]:
         needed = ["values", "returns"]
         batch, fields, _, _ = self._model_batch(meta, needed, pad_to)
-        updated = self._update("critic", batch, fields, self.critic_loss, step)
+        def loss_fn(outputs: dict[str, Any], micro: dict[str, Any], normalizer: float) -> Any:
+            return self.critic_loss(outputs, micro, normalizer=normalizer)
+
+        updated = self._update("critic", batch, fields, loss_fn, step)
         return updated if self.writes_outputs else {}
 
     def _update(self, role: str, batch: Any, fields: dict[str, Any], loss_fn: Any, step: int,
@@ -307,11 +310,10 @@ class TrainingWorker:
                 normaliser = self._global_normaliser(mb_fields["response_mask"])
 
                 def wrapped(outputs: dict[str, Any], micro: dict[str, Any], _n=normaliser) -> Any:
-                    return loss_fn(outputs, dict(micro, global_normalizer=_n))
+                    return loss_fn(outputs, micro, _n)
 
                 metrics = engine.train_minibatch(
-                    mb_batch, mb_fields, wrapped, temperature=self.recipe.rollout.temperature or 1.0
-                )
+                    mb_batch, mb_fields, wrapped, temperature=self.plan.temperature)
                 weight = float(mb_fields["response_mask"].sum())
                 for name, value in metrics.items():
                     key = name if "/" in name else f"{role}/{name}"
@@ -340,7 +342,9 @@ class TrainingWorker:
         """Score and per-reward partials of ``meta`` (validation: no advantages needed)."""
         if len(meta) == 0:
             return {}
+        from rlctl.algorithms.accuracy import accuracy_partials, group_scores
         from rlctl.trainer.worker.reward_sections import reward_fields
+        from rlctl.trainer.worker.sessions import component_partials
 
         names = ["score"] + reward_fields(self.recipe, self.registry)
         td = self.plane.kv_batch_get(list(meta.keys), meta.partition_id, names)
@@ -351,6 +355,12 @@ class TrainingWorker:
             for n in names
         }
         partials["response_length"] = mr.partial_of(generated_lengths(meta))
+        partials.update(component_partials(meta))
+        # the shard holds whole groups (group_shards): pass@k needs each prompt's responses
+        groups = group_scores(meta.tag_values("uid"), td["score"].float().reshape(-1).tolist())
+        partials.update(accuracy_partials(
+            groups, correct_score=self.recipe.rollout.val_correct_score,
+            greedy=self.recipe.rollout.val_temperature == 0))
         return partials
 
     # ------------------------------------------------------------------ weights & state
@@ -388,10 +398,6 @@ class TrainingWorker:
         export_hf(state, self.engines["actor"].hf_config, load_tokenizer(self.recipe.model),
                   out_dir)
         return out_dir
-
-    def pid(self) -> int:
-        """This rank's process id; also the liveness check the controller sends a late rank."""
-        return os.getpid()
 
     def close(self) -> None:
         for engine in self.engines.values():

@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from rlctl.config.pipeline import validate_recipe
 from rlctl.engines.rollout.contract import Generation, RolloutEngineSpec
 from rlctl.engines.rollout.server.engine_envs import built_env_python
 from rlctl.testing.server_checkpoint import (
@@ -42,9 +43,8 @@ def _greedy(backend: str, checkpoint: str, **options: object) -> list[Generation
     from rlctl.registry import get_registry
 
     engine_cls = get_registry().load("rollout_engine", backend)
-    engine = engine_cls(
-        RolloutEngineSpec(server_tiny_recipe(backend, checkpoint, **options), seed=0)
-    )
+    loaded = validate_recipe(server_tiny_recipe(backend, checkpoint, **options))
+    engine = engine_cls(RolloutEngineSpec.from_loaded(loaded))
     started = time.monotonic()
     engine.load()
     try:

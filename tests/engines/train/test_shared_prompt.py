@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from rlctl.config.pipeline import validate_recipe
 from rlctl.config.recipe import TinyModelSection
 from rlctl.engines.train.batch import ModelBatch
 from rlctl.engines.train.shared_prompt import (
@@ -89,11 +90,12 @@ def test_an_engine_under_gradient_checkpointing_trains_without_the_shared_forwar
     from rlctl.engines.train.fsdp.engine import FSDPEngine
 
     recipe = Recipe.model_validate({
+        "data": {"task": "count_digits"},
         "model": {"path": "tiny", "dtype": "float32", "gradient_checkpointing": True},
         "algorithm": {"optim": {"name": "sgd", "lr": 0.1}},
         "engines": {"train": {"ranks": 1, "micro_batch_size": 6, "log_prob_micro_batch_size": 6}},
     })
-    engine = FSDPEngine(ModelEngineSpec("actor", recipe))
+    engine = FSDPEngine(ModelEngineSpec.from_loaded(validate_recipe(recipe), "actor"))
     engine.init()
     mb = grouped_batch([2, 3, 1, 4, 2, 3])
     used: list[bool] = []

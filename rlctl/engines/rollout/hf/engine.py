@@ -36,7 +36,12 @@ from transformers.generation.logits_process import (
     TopPLogitsWarper,
 )
 
-from rlctl.engines.rollout.contract import Generation, RolloutEngineSpec, SamplingParams
+from rlctl.engines.rollout.contract import (
+    Generation,
+    RolloutEngine,
+    RolloutEngineSpec,
+    SamplingParams,
+)
 from rlctl.engines.rollout.hf.options import HFRolloutOptions
 from rlctl.models.loading import load_causal_lm, load_tokenizer
 
@@ -97,7 +102,13 @@ class _WarpAndRecord(LogitsProcessor):
         return torch.stack(self.picked, dim=1)
 
 
-class HFRolloutEngine:
+def _no_json_schema(sampling: SamplingParams) -> None:
+    if sampling.json_schema is not None:  # never ignored: the answer would not follow it
+        raise ValueError("the hf rollout engine cannot constrain decoding to a JSON schema "
+                         '(SamplingParams.json_schema); use backend = "vllm"')
+
+
+class HFRolloutEngine(RolloutEngine):
     """Rollout with ``transformers`` ``generate`` (see the module docstring)."""
 
     def __init__(self, spec: RolloutEngineSpec) -> None:
@@ -114,12 +125,12 @@ class HFRolloutEngine:
     # ------------------------------------------------------------------ setup
     def load(self) -> None:
         """Build the tokenizer facts and the model (same seed as the actor: version 0 = init)."""
-        recipe = self.spec.recipe
-        tokenizer = load_tokenizer(recipe.model)
+        spec = self.spec
+        tokenizer = load_tokenizer(spec.model)
         self.pad_id = int(tokenizer.pad_token_id)
         eos = tokenizer.eos_token_id
         self.eos_ids: list[int] = [int(e) for e in (eos if isinstance(eos, list) else [eos])]
-        self.model = load_causal_lm(recipe.model, recipe.run.seed).to(self.device).eval()
+        self.model = load_causal_lm(spec.model, spec.model_seed).to(self.device).eval()
         self.model.requires_grad_(False)
         # A checkpoint's generation_config.json (Qwen: top_k=20, repetition_penalty...) would
         # be merged into every call; sampling must follow the recipe only.
@@ -311,6 +322,7 @@ class HFRolloutEngine:
     # ------------------------------------------------------------------ async batching
     async def generate(self, prompt_ids: Sequence[int], sampling: SamplingParams) -> Generation:
         """Queue one request; requests of the same tick are generated as one batch."""
+        _no_json_schema(sampling)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Generation] = loop.create_future()
         queue = self._queues.setdefault(sampling, _Queue(sampling))
@@ -327,6 +339,7 @@ class HFRolloutEngine:
     ) -> list[Generation]:
         """``generate`` of every prompt at once: the same batch, seed and outputs as their
         requests queued in one tick, without a future per request."""
+        _no_json_schema(sampling)
         seed = self.spec.seed * 1_000_003 + self._calls  # as _flush derives it
         self._calls += 1
         return await asyncio.to_thread(

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, PositiveInt
+from pydantic import PositiveInt
 
-from rlctl.config.strict import STRICT_CONFIG
+from rlctl.config.strict import RolloutEngineOptions
 
 
-class HFRolloutOptions(BaseModel):
+class HFRolloutOptions(RolloutEngineOptions):
     """How the transformers-``generate`` rollout engine batches requests."""
-
-    model_config = STRICT_CONFIG
 
     generation_batch_size: PositiveInt = 1024
     """Most sequences per ``generate`` call; bigger batches are split."""

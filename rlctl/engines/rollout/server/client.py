@@ -35,6 +35,12 @@ class Replica:
     url: str
     model: str
     process: ServerProcess | None = None
+    api_key: str | None = None
+    """Sent as ``Authorization: Bearer`` on every request (``None``: the server has none)."""
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
     @property
     def name(self) -> str:
@@ -118,7 +124,8 @@ async def post_json(
     for attempt in range(1, attempts + 1):
         session = http.session if attempt == 1 else http.fresh_session
         try:
-            async with slot, session.post(url, json=body, timeout=timeout) as resp:
+            async with slot, session.post(url, json=body, timeout=timeout,
+                                          headers=replica.headers) as resp:
                 text = await resp.text()
                 if resp.status != 200:
                     raise ServerError(
@@ -155,7 +162,8 @@ async def fetch_json(
     url = replica.url + path
     timeout = aiohttp.ClientTimeout(total=timeout_s) if timeout_s is not None else None
     try:
-        async with http.semaphore, http.session.get(url, timeout=timeout) as resp:
+        async with http.semaphore, http.session.get(url, timeout=timeout,
+                                                    headers=replica.headers) as resp:
             text = await resp.text()
             if resp.status != 200:
                 raise ServerError(
@@ -184,12 +192,14 @@ def checkpoint_names(model_dir: Path) -> set[str] | None:
     return names
 
 
-def get_json(url: str, timeout_s: float = 10.0) -> Any:
+def get_json(url: str, timeout_s: float = 10.0, *, api_key: str | None = None) -> Any:
     """A blocking GET for setup-time questions (served model, server info); errors name the URL."""
     import urllib.request
 
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers),
+                                    timeout=timeout_s) as resp:
             return json.loads(resp.read())
     except Exception as exc:
         raise ServerError(f"GET {url} failed: {type(exc).__name__}: {exc}") from exc

@@ -24,8 +24,9 @@ one that generated it), and with partial rollouts on (``[algorithm.staleness]
 partial_rollout = "resume"``) the requests in flight are aborted first and resumed on the new
 weights with the tokens they have (:mod:`rlctl.engines.rollout.server.partial`).
 
-``model.path = "tiny"`` is materialised into a temporary directory first (same seed as the
-actor, so version 0 is the actor's initial weights), because a server loads checkpoints from disk.
+``model.path = "tiny"`` (or ``"tiny-chat"``) is materialised into a temporary directory first
+(same seed as the actor, so version 0 is the actor's initial weights), because a server loads
+checkpoints from disk.
 """
 
 from __future__ import annotations
@@ -33,14 +34,21 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import os
+import secrets
 import shutil
 import tempfile
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
-from rlctl.engines.rollout.contract import Generation, RolloutEngineSpec, SamplingParams
+from rlctl.engines.rollout.contract import (
+    Generation,
+    RolloutEngine,
+    RolloutEngineSpec,
+    SamplingParams,
+)
 from rlctl.engines.rollout.server.client import (
     HTTPLoop,
     Replica,
@@ -69,7 +77,7 @@ ABORT_RETRY_S = 0.5
 still out, the abort is sent again this often (aborting twice is harmless)."""
 
 
-class ServerRolloutEngine(ABC):
+class ServerRolloutEngine(RolloutEngine):
     """Rollout through inference servers over HTTP (see the module docstring)."""
 
     engine_name: ClassVar[str]
@@ -99,7 +107,7 @@ class ServerRolloutEngine(ABC):
         self._known_names: set[str] | None = None  # parameter names of the served checkpoint
         # Partial rollouts (docs/streaming.md): abort at a weight update and resume on the new
         # weights; otherwise an aborted request is an error, as it always was.
-        self._resume = spec.recipe.algorithm.staleness.partial_rollout == "resume"
+        self._resume = spec.partial_rollout
         self._flight: InFlight | None = None  # made on the HTTP loop, used only there
         self.aborted_requests = 0
         """Requests of this engine its servers answered as aborted."""
@@ -111,9 +119,31 @@ class ServerRolloutEngine(ABC):
     def server_command(self, index: int, model_dir: str) -> ServerCommand:
         """The command that starts replica ``index`` serving ``model_dir``."""
 
+    takes_api_key: ClassVar[bool] = False
+    """Whether the servers this engine starts can require an API key (:meth:`with_api_key`);
+    the base's default: no."""
+
+    def with_api_key(self, command: ServerCommand, key: str) -> ServerCommand:
+        """``command`` made to require ``key`` on its requests (called when
+        :attr:`takes_api_key`; the base leaves the command as it is)."""
+        return command
+
     @abstractmethod
     def served_model(self, url: str) -> str:
-        """The model name an attached server serves."""
+        """The model name an attached server serves (ask with :attr:`attached_api_key`)."""
+
+    @property
+    def attached_api_key(self) -> str | None:
+        """The key of attached servers: the variable ``api_key_env`` names (``None``: none)."""
+        name = self.options.api_key_env
+        if name is None:
+            return None
+        key = os.environ.get(name)
+        if not key:
+            raise ServerError(f"[engines.rollout.options] api_key_env = {name!r}, but that "
+                              "environment variable is not set: export the servers' API key "
+                              "in it")
+        return key
 
     def check_model_dir(self, model_dir: Path) -> None:
         """Refuse, before a slow server start, a checkpoint the engine cannot serve (optional)."""
@@ -151,18 +181,24 @@ class ServerRolloutEngine(ABC):
         if self.options.urls:
             urls = [u.rstrip("/") for u in self.options.urls]
             wait_for_urls(urls, self.options.startup_timeout_s, self.health_path)
-            self._replicas = [Replica(url, self.served_model(url)) for url in urls]
+            key = self.attached_api_key
+            self._replicas = [Replica(url, self.served_model(url), api_key=key) for url in urls]
             return
         model_dir = self._model_dir()
         self._model_path = model_dir
         self._known_names = checkpoint_names(Path(model_dir))
         log_dir = Path(self.options.log_dir) if self.options.log_dir else self.workdir / "logs"
+        # One fresh key per run, as the gateway does: another local user (or another run) on
+        # this loopback port cannot generate with, or push weights into, this run's servers.
+        key = secrets.token_urlsafe(32) if self.takes_api_key else None
         servers = []
-        for i in range(self.spec.recipe.engines.rollout.replicas):
+        for i in range(self.spec.replicas):
             command = self.server_command(i, model_dir)
+            if key is not None:
+                command = self.with_api_key(command, key)
             log = log_dir / f"{self.engine_name}-{i}-{command.port}.log"
             servers.append(ServerProcess(command, log))
-        self._replicas = [Replica(s.url, self.served_name, s) for s in servers]
+        self._replicas = [Replica(s.url, self.served_name, s, api_key=key) for s in servers]
         start_servers(servers, self.options.startup_timeout_s)
 
     async def _warm_up_all(self) -> None:
@@ -170,16 +206,19 @@ class ServerRolloutEngine(ABC):
 
     def _model_dir(self) -> str:
         """A local checkpoint directory for the servers (``tiny`` is written out first)."""
-        from rlctl.models.loading import TINY
+        from rlctl.models.loading import BUILT_IN_MODELS
 
-        model = self.spec.recipe.model
-        if model.path != TINY:
-            self.check_model_dir(Path(model.path))
-            return model.path
+        model = self.spec.model
+        if model.path not in BUILT_IN_MODELS:
+            from rlctl.models.catalog import resolve_model_path
+
+            path = resolve_model_path(model.path)  # a catalog name -> its installed directory
+            self.check_model_dir(Path(path))
+            return path
         from rlctl.models.loading import load_causal_lm, load_tokenizer
 
         out = self.workdir / "tiny-model"
-        load_causal_lm(model, self.spec.recipe.run.seed).save_pretrained(out)
+        load_causal_lm(model, self.spec.model_seed).save_pretrained(out)
         load_tokenizer(model).save_pretrained(out)
         self.check_model_dir(out)
         return str(out)

@@ -19,6 +19,8 @@ import os
 import sys
 from pathlib import Path
 
+from rlctl.engines.rollout.server.options import ServerOptions
+
 MARKER = ".rlctl-env-complete"
 
 # Env directory names, as build_engine_envs.sh (next to this module) names them (a test keeps
@@ -85,17 +87,17 @@ def engine_python(engine: str, configured: str | None = None) -> str:
     )
 
 
-def missing_env_message(backend: str, options: object) -> str | None:
+def missing_env_message(backend: str, options: ServerOptions | None) -> str | None:
     """Why ``backend`` cannot start its servers on this machine, or ``None`` when it can.
 
-    ``options`` is the engine's validated options model (it has ``urls`` and ``python``):
-    attached servers (``urls``) need no env; a named interpreter was checked when the recipe
-    was validated, ``RLCTL_<ENGINE>_PYTHON`` and a built env by :func:`engine_python`.
+    ``options`` is the server engine's validated options model: attached servers (``urls``)
+    need no env; a named interpreter was checked when the recipe was validated,
+    ``RLCTL_<ENGINE>_PYTHON`` and a built env by :func:`engine_python`.
     """
-    if backend not in ENV_NAMES or getattr(options, "urls", None):
+    if backend not in ENV_NAMES or (options is not None and options.urls):
         return None
     try:
-        engine_python(backend, getattr(options, "python", None))
+        engine_python(backend, None if options is None else options.python)
     except EngineEnvError as exc:
         return str(exc)
     return None

@@ -6,9 +6,8 @@ recipe is trusted input (docs/security.md); what is checked keeps a typo or a pa
 from running something unintended: ``python`` must be an absolute path (here) to an
 executable file (:func:`interpreter_problem`, at validate time through
 ``rlctl.plugins.rollout_engines``), ``server_module`` a dotted module name, and ``env`` may
-not set the variables
-that make the loader or the interpreter run other code first (``LD_PRELOAD``,
-``PYTHONSTARTUP``...) unless ``allow_loader_env`` says so.
+not set the variables that make the loader or the interpreter run other code first
+(``LD_PRELOAD``, ``PYTHONSTARTUP``...) unless ``allow_loader_env`` says so.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ import re
 from typing import Any
 
 from pydantic import (
-    BaseModel,
     Field,
     PositiveInt,
     ValidationError,
@@ -28,29 +26,51 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from rlctl.config.strict import STRICT_CONFIG
+from rlctl.config.strict import RolloutEngineOptions
 
 WEIGHT_SYNC_OPTIONS = "engines.rollout.weight_sync_options"
 """Where weight-sync options live (the registered sync's model validates them)."""
 
-# Variables that load or run code before the server's own: the dynamic loader's and the
-# interpreter's start-up hooks. (LD_* and DYLD_* as prefixes: the loaders have many.)
-LOADER_ENV_PREFIXES = ("LD_", "DYLD_")
+# What a recipe's env may set for the servers: an allow-list. (A block-list of the loader's
+# and the interpreter's start-up variables let PYTHONPYCACHEPREFIX through: the server then
+# ran a crafted .pyc.) Allowed are the knobs these servers are tuned with: threads, device
+# selection, the engines' and their libraries' own settings...
+SERVER_ENV_NAMES = frozenset({
+    "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_LAUNCH_BLOCKING", "HIP_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF",
+    "TOKENIZERS_PARALLELISM", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY",
+    "NUMEXPR_MAX_THREADS", "MALLOC_ARENA_MAX", "TZ",
+})
+SERVER_ENV_PREFIXES = ("OMP_", "MKL_", "KMP_", "GOMP_", "OPENBLAS_", "VLLM_", "SGLANG_", "NCCL_",
+                       "TORCH_NCCL_", "GLOO_", "UCX_")
+# ... except, among those, names that point the process at files, code or caches it then
+# reads or runs (VLLM_LOGGING_CONFIG_PATH, VLLM_PLUGINS, NCCL_NET_PLUGIN, VLLM_CACHE_ROOT...)
+# or that turn a safety off (VLLM_ALLOW_INSECURE_SERIALIZATION).
+RISKY_ENV_WORDS = frozenset({
+    "PATH", "PATHS", "DIR", "DIRS", "HOME", "CACHE", "CONFIG", "CONF", "FILE", "ROOT", "PREFIX",
+    "PLUGIN", "PLUGINS", "LIB", "LIBRARY", "MODULE", "MODULES", "PRELOAD", "SCRIPT", "EXEC",
+    "INSECURE", "UNSAFE", "TRUST", "PICKLE"})
+"""Words (between underscores) of those names: ``VLLM_CPU_KVCACHE_SPACE`` (a size) passes."""
 LOADER_ENV = frozenset({
     "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONPLATLIBDIR",
-    "PYTHONEXECUTABLE", "PYTHONBREAKPOINT", "PYTHONWARNINGS",  # the last two import by name
+    "PYTHONEXECUTABLE", "PYTHONBREAKPOINT", "PYTHONWARNINGS", "PYTHONPYCACHEPREFIX",
     "BASH_ENV", "ENV", "GCONV_PATH", "PERL5OPT", "NODE_OPTIONS",
 })
+"""Examples of what the allow-list keeps out (named in docs/security.md): variables that make
+the loader or the interpreter run code of the setter's choice."""
 INTERPRETER_FIX = ("give the absolute path of the engine env's interpreter (e.g. "
                    "~/.cache/rlctl/envs/<engine>/bin/python, expanded), or leave python out to "
                    "use the env `rlctl engines install` built")
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
-def is_loader_variable(name: str) -> bool:
-    """Whether setting ``name`` can make a process load or run code of the setter's choice."""
+def env_variable_allowed(name: str) -> bool:
+    """Whether a recipe's ``env`` may set ``name`` for a server without
+    ``allow_loader_env`` (see :data:`SERVER_ENV_NAMES`)."""
     upper = name.upper()
-    return upper in LOADER_ENV or upper.startswith(LOADER_ENV_PREFIXES)
+    if upper in SERVER_ENV_NAMES:
+        return True
+    return upper.startswith(SERVER_ENV_PREFIXES) and not RISKY_ENV_WORDS & set(upper.split("_"))
 
 
 def interpreter_problem(path: str) -> str | None:
@@ -66,10 +86,18 @@ def interpreter_problem(path: str) -> str | None:
     return None
 
 
-class ServerOptions(BaseModel):
+class ServerOptions(RolloutEngineOptions):
     """Where the servers come from and how long they may take."""
 
-    model_config = STRICT_CONFIG
+    def devices_per_worker(self, replicas: int) -> int:
+        """Every replica is a server of ``tensor_parallel_size`` devices (none when the
+        servers run elsewhere: ``urls``)."""
+        return 0 if self.urls else replicas * self.tensor_parallel_size
+
+    @property
+    def starts_replicas(self) -> bool:
+        """Servers of its own, unless it attaches to running ones (``urls``)."""
+        return not self.urls
 
     @model_validator(mode="before")
     @classmethod
@@ -103,10 +131,14 @@ class ServerOptions(BaseModel):
     """Seconds a server may take to become healthy."""
     request_timeout_s: float = Field(600.0, gt=0)
     """Seconds one generation request may take."""
+    api_key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    """Attached servers (``urls``) that require an API key: the environment variable holding
+    it (the key never goes into a recipe). Servers rlctl starts get a fresh key per run."""
     allow_loader_env: bool = False
-    """Let ``env`` set loader and interpreter start-up variables (``LD_PRELOAD``,
-    ``LD_LIBRARY_PATH``, ``PYTHONPATH``, ``PYTHONSTARTUP``...): they make the server run other code
-    first."""
+    """Let ``env`` set variables outside its allow-list (threads, device selection and the
+    engines' own ``VLLM_*`` / ``SGLANG_*`` / ``NCCL_*`` settings): ``LD_PRELOAD``,
+    ``PYTHONPATH``, ``PYTHONPYCACHEPREFIX``, paths, caches, plugins... make the server read or
+    run other code."""
 
     @field_validator("python")
     @classmethod
@@ -128,11 +160,13 @@ class ServerOptions(BaseModel):
 
     @field_validator("env", check_fields=False)
     @classmethod
-    def _no_loader_variables(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
-        refused = sorted(k for k in value if is_loader_variable(k))
+    def _allowed_variables(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        refused = sorted(k for k in value if not env_variable_allowed(k))
         if refused and not info.data.get("allow_loader_env", False):
-            raise _invalid(f"env sets {', '.join(refused)}, which make the server load or run "
-                           "other code before its own",
+            raise _invalid(f"env sets {', '.join(refused)}, which a recipe may not set for a "
+                           "server: only threads, device selection and the engines' own "
+                           "settings are allowed (a path, a cache, a plugin or a loader "
+                           "variable makes the server read or run other code)",
                            "remove them, or set allow_loader_env = true in the same table if "
                            "this recipe is meant to do that")
         return value

@@ -12,10 +12,9 @@ Requests: ``POST /generate`` with ``input_ids``, ``sampling_params`` (including 
 honours ``sampling_seed`` only with ``deterministic_inference = true``, which its CPU attention
 backend (``torch_native``) does not support: on CPU samples are not reproducible run to run.
 SGLang's sampler returns ``log(softmax(logits / T))`` of the sampled token, over the whole
-vocabulary, which is exactly the trainer's ``log_softmax(logits / T)`` (greedy requests: T = 1, also
-the trainer's
-convention). With top-k / top-p the value is still that of the temperature-scaled distribution,
-not of the truncated one.
+vocabulary, which is exactly the trainer's ``log_softmax(logits / T)`` (greedy requests:
+T = 1, also the trainer's convention). With top-k / top-p the value is still that of the
+temperature-scaled distribution, not of the truncated one.
 
 Weight versions: servers we start begin at ``--weight-version 0``; every update passes the new
 version, and every answer carries the version the server generated with
@@ -36,6 +35,8 @@ public surface of :class:`~rlctl.engines.rollout.server.engine.ServerRolloutEngi
 from __future__ import annotations
 
 import json
+import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -66,18 +67,30 @@ class SGLangRolloutEngine(ServerRolloutEngine):
 
     # ------------------------------------------------------------------ servers
     def server_command(self, index: int, model_dir: str) -> ServerCommand:
-        recipe = self.spec.recipe
         command = sglang_server_command(
-            f"sglang[{index}]", self.options, model=model_dir, dtype=recipe.model.dtype,
+            f"sglang[{index}]", self.options, model=model_dir, dtype=self.spec.model.dtype,
             seed=self.spec.seed + index, device=self.spec.device,
         )
         command.argv.extend(["--weight-version", "0"])
         return command
 
+    takes_api_key = True
+
+    def with_api_key(self, command: ServerCommand, key: str) -> ServerCommand:
+        """SGLang reads no variable for its key, and a command line is readable by every local
+        user: the key goes into a 0600 ``--config`` YAML file in the engine's private work
+        directory. It guards every route but the health probes. (SGLang itself prints its
+        arguments, the key among them, into the server's log in that directory.)"""
+        path = self.workdir / f"{command.name.replace('[', '-').rstrip(']')}-api-key.yaml"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(f'api-key: "{key}"\n')  # token_urlsafe: letters, digits, - and _
+        return replace(command, argv=[*command.argv, "--config", str(path)])
+
     def served_model(self, url: str) -> str:
         """The model name an attached server serves (``GET /model_info``); also notes its
         version."""
-        info = get_json(url + "/model_info")
+        info = get_json(url + "/model_info", api_key=self.attached_api_key)
         self._initial_labels[url] = str(info.get("weight_version"))
         return str(info.get("served_model_name") or info.get("model_path"))
 
@@ -115,6 +128,9 @@ class SGLangRolloutEngine(ServerRolloutEngine):
                 f"prompt token ids {bad[:5]} are outside the model's vocabulary (size "
                 f"{self._vocab_size}); SGLang would crash on them. Check the tokenizer"
             )
+        if s.json_schema is not None:  # never ignored: the answer would not follow it
+            raise ValueError("the sglang rollout engine of rlctl does not constrain decoding "
+                             '(SamplingParams.json_schema); use backend = "vllm"')
         body = {
             "input_ids": prompt_ids,
             "sampling_params": {

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlctl.engines.rollout.buckets import buckets, cpu_tensors, with_last
+from rlctl.engines.rollout.contract import WeightSync
 from rlctl.engines.rollout.server.client import Replica
 from rlctl.engines.rollout.server.process import ServerError
 from rlctl.engines.rollout.sglang.options import SGLangWeightSyncOptions
@@ -81,7 +82,7 @@ def dtype_name(t: torch.Tensor) -> str:
     return str(t.dtype).removeprefix("torch.")  # SGLang does getattr(torch, name)
 
 
-class SGLangWeightSync:
+class SGLangWeightSync(WeightSync):
     """The registered ``sglang`` weight sync: ``sync(weights, engine, version)``."""
 
     def __init__(self, options: SGLangWeightSyncOptions | None = None) -> None:

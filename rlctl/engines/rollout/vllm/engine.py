@@ -27,6 +27,7 @@ backend comes from the sync's options in ``RolloutEngineSpec.weight_sync_options
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -73,16 +74,22 @@ class VLLMRolloutEngine(ServerRolloutEngine):
 
     # ------------------------------------------------------------------ servers
     def server_command(self, index: int, model_dir: str) -> ServerCommand:
-        recipe = self.spec.recipe
         return vllm_server_command(
-            f"vllm[{index}]", self.options, model=model_dir, dtype=recipe.model.dtype,
+            f"vllm[{index}]", self.options, model=model_dir, dtype=self.spec.model.dtype,
             seed=self.spec.seed + index, device=self.spec.device,
             transfer_backend=self._transfer_backend,
         )
 
+    takes_api_key = True
+
+    def with_api_key(self, command: ServerCommand, key: str) -> ServerCommand:
+        """vLLM reads its key from ``VLLM_API_KEY`` (kept off the command line, which every
+        local user can read); it guards the OpenAI routes rlctl generates with."""
+        return replace(command, env={**command.env, "VLLM_API_KEY": key})
+
     def served_model(self, url: str) -> str:
         """The model name an attached server serves (``GET /v1/models``)."""
-        models = get_json(url + "/v1/models").get("data") or []
+        models = get_json(url + "/v1/models", api_key=self.attached_api_key).get("data") or []
         if not models:
             raise ServerError(
                 f"server {url} serves no model (GET /v1/models is empty); is it a vLLM server?"
@@ -128,6 +135,8 @@ class VLLMRolloutEngine(ServerRolloutEngine):
             body["seed"] = seed
         if s.stop_token_ids:  # a tool loop ends the turn at a call (the token is kept)
             body["stop_token_ids"] = list(s.stop_token_ids)
+        if s.json_schema is not None:  # constrained decoding (the gateway's response_format)
+            body["structured_outputs"] = {"json": json.loads(s.json_schema)}
         data = await self.post(replica, "/v1/completions", body)
         try:
             choice = data["choices"][0]

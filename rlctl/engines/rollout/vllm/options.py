@@ -76,6 +76,9 @@ class VLLMOptions(ServerOptions):
     """Generate ``max_new_tokens`` tokens even after an eos (throughput tests, benchmarks)."""
     request_seeds: bool = True
     """Send each request its own seed (reproducible samples); ``False`` = vLLM's own RNG."""
+    log_stats: bool = False
+    """Keep vLLM's engine statistics: its Prometheus ``/metrics`` (``vllm:*`` throughput, queue,
+    KV-cache and token counters) and a stats line in the server log every few seconds."""
     max_concurrent_requests: PositiveInt = 512
     """Most requests in flight at once from this engine (all replicas together)."""
     log_dir: str | None = None

@@ -10,10 +10,10 @@ weight sync). Launching, health checks and reaping are
 Native weight sync (``[engines.rollout.weight_sync_options] method = "native"``): the server gets
 ``--weight-transfer-config {"backend": ...}`` (``rlctl_cpu`` for the ``file`` / ``http_bytes``
 transports, vLLM's ``nccl`` / ``ipc`` otherwise) and rlctl's worker extension
-(``rlctl/engines/rollout/vllm/worker/rlctl_vllm_ext.py``, which registers ``rlctl_cpu``), found
-through a
-``PYTHONPATH`` that holds only that directory: vLLM's environment does not have rlctl installed,
-and the trainer's own ``PYTHONPATH`` is removed so its packages do not leak in.
+(``rlctl/engines/rollout/vllm/worker/rlctl_vllm_ext.py``, which registers ``rlctl_cpu``),
+found through a ``PYTHONPATH`` that holds only that directory: vLLM's environment does not
+have rlctl installed, and the trainer's own ``PYTHONPATH`` is removed so its packages do not
+leak in.
 """
 
 from __future__ import annotations
@@ -77,8 +77,9 @@ def vllm_server_command(
         # Log-probs of the distribution tokens are drawn from (after temperature / top-k /
         # top-p), like the hf engine: the importance ratio in the loss needs exactly that.
         "--logprobs-mode", "processed_logprobs",
-        "--disable-log-stats",
     ]
+    if not options.log_stats:
+        argv.append("--disable-log-stats")
     if eager:
         argv.append("--enforce-eager")
     if on_cpu and not any(a.endswith("chunked-prefill") for a in options.extra_args):

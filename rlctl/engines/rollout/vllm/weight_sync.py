@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlctl.engines.rollout.buckets import buckets, cpu_tensors
+from rlctl.engines.rollout.contract import WeightSync
 from rlctl.engines.rollout.server.client import Replica
 from rlctl.engines.rollout.server.process import ServerError
 from rlctl.engines.rollout.vllm.options import VLLMWeightSyncOptions
@@ -67,7 +68,7 @@ if TYPE_CHECKING:
 ReplicaCall = Callable[[Replica], Coroutine[Any, Any, Any]]
 
 
-class VLLMWeightSync:
+class VLLMWeightSync(WeightSync):
     """Weight-sync plugin ``vllm``: ``sync(weights, engine, version)`` (module docstring)."""
 
     def __init__(self, options: VLLMWeightSyncOptions | None = None) -> None:

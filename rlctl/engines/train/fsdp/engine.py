@@ -38,14 +38,13 @@ from torch.distributed.fsdp import (
 )
 
 from rlctl.checkpoint import safe_dcp
-from rlctl.config.derived import derive
 from rlctl.engines.distributed import all_reduce_max_int, all_reduce_sum, ensure_process_group
 from rlctl.engines.train.batch import ModelBatch
 from rlctl.engines.train.contract import LossFn, ModelEngineSpec
 from rlctl.engines.train.fsdp.full_weights import clip_sharded_grads, gathered_state_dict
 from rlctl.engines.train.fsdp.options import FSDPOptions
 from rlctl.engines.train.log_probs import token_log_probs
-from rlctl.engines.train.lr_schedule import build_optimizer, build_scheduler
+from rlctl.engines.train.lr_schedule import build_optimizer_and_schedule
 from rlctl.engines.train.metrics import reduce_micro_batches
 from rlctl.engines.train.packing import pack, sample_lengths, token_budget_groups
 from rlctl.engines.train.shared_prompt import (
@@ -66,7 +65,6 @@ class FSDPEngine:
 
     def __init__(self, spec: ModelEngineSpec) -> None:
         self.spec = spec
-        self.recipe = spec.recipe
         self.options = spec.options_as(FSDPOptions)
         self.device = torch.device(spec.device)
         self.model: nn.Module | None = None
@@ -79,20 +77,20 @@ class FSDPEngine:
 
     # ------------------------------------------------------------------ setup
     def init(self) -> None:
-        spec, recipe = self.spec, self.recipe
+        spec = self.spec
         ensure_process_group(spec.rank, spec.world_size, spec.device)
-        seed = recipe.run.seed
-        self.pad_id = int(load_tokenizer(recipe.model).pad_token_id)
+        seed = spec.seed
+        self.pad_id = int(load_tokenizer(spec.model).pad_token_id)
         if spec.role == "critic":
-            model = load_value_model(recipe.model, seed, path=recipe.critic.path)
+            model = load_value_model(spec.model, seed, path=spec.value_model_path)
             layers = model.layers
         else:
-            model = load_causal_lm(recipe.model, seed)
+            model = load_causal_lm(spec.model, seed)
             layers = model.get_decoder().layers
         self.hf_config = (model.trunk if spec.role == "critic" else model).config
         if self.options.packing:  # every forward of this engine runs packed rows
             use_varlen_attention(model.trunk if spec.role == "critic" else model)
-        if recipe.model.gradient_checkpointing and spec.role != "ref":
+        if spec.model.gradient_checkpointing and spec.role != "ref":
             hf = model.trunk if spec.role == "critic" else model
             # transformers 5 renamed it (the old name warns, and goes in v6)
             enable = getattr(hf, "activation_checkpointing_enable", None)
@@ -106,11 +104,7 @@ class FSDPEngine:
         if spec.role == "ref":
             model.eval()
             return
-        optim = recipe.algorithm.optim
-        lr = recipe.critic.lr if spec.role == "critic" else optim.lr
-        self.optimizer = build_optimizer(model.parameters(), optim, lr=lr)
-        total = recipe.schedule.total_steps * derive(recipe).optimizer_steps_per_train_step
-        self.scheduler = build_scheduler(self.optimizer, optim, total)
+        self.optimizer, self.scheduler = build_optimizer_and_schedule(model.parameters(), spec)
 
     def _shard(self, model: nn.Module, layers: nn.ModuleList) -> None:
         if self.spec.world_size == 1 and self._plain_params:
@@ -249,7 +243,7 @@ class FSDPEngine:
     def _log_prob_plan(self, batch: ModelBatch) -> tuple[list[slice | torch.Tensor], int]:
         opts = self.options
         tokens = opts.log_prob_max_tokens_per_micro_batch or opts.max_tokens_per_micro_batch
-        return self._plan(batch, self.recipe.engines.train.log_prob_micro_batch_size, tokens)
+        return self._plan(batch, self.spec.log_prob_micro_batch_size, tokens)
 
     @property
     def _comm_device(self) -> str:
@@ -318,9 +312,9 @@ class FSDPEngine:
                     f"{batch.batch_size}: fields must be per-sample and in batch order"
                 )
         model.train()
-        chunks, passes = self._plan(batch, self.recipe.engines.train.micro_batch_size,
+        chunks, passes = self._plan(batch, self.spec.micro_batch_size,
                                     self.options.max_tokens_per_micro_batch)
-        want_entropy_grad = self.recipe.algorithm.loss.entropy_coef > 0
+        want_entropy_grad = self.spec.entropy_in_loss
         reported: list[Mapping[str, Any]] = []
         local_loss = 0.0
         for i in range(passes):
@@ -353,7 +347,7 @@ class FSDPEngine:
 
     def _optimizer_step(self) -> dict[str, float]:
         assert self.model is not None and self.optimizer is not None and self.scheduler is not None
-        clip = self.recipe.algorithm.optim.grad_clip
+        clip = self.spec.optimizer.grad_clip if self.spec.optimizer is not None else None
         params = [p for p in self.model.parameters() if p.requires_grad]
         if self.spec.world_size > 1:
             grad_norm = clip_sharded_grads(params, clip, self._comm_device)

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, PositiveInt
+from pydantic import PositiveInt
 
-from rlctl.config.strict import STRICT_CONFIG
+from rlctl.config.strict import TrainEngineOptions
 
 
-class FSDPOptions(BaseModel):
+class FSDPOptions(TrainEngineOptions):
     """How FSDP2 shards and runs the model; none of these change the math."""
-
-    model_config = STRICT_CONFIG
 
     mixed_precision: Literal["none", "bf16"] = "none"
     """``bf16``: compute in bfloat16, reduce gradients and keep master weights in fp32."""

@@ -42,12 +42,11 @@ from megatron.core.distributed import (
 )
 from megatron.core.pipeline_parallel import get_forward_backward_func
 
-from rlctl.config.derived import derive
 from rlctl.engines.distributed import all_reduce_sum, ensure_process_group, group_device
 from rlctl.engines.train.batch import ModelBatch
 from rlctl.engines.train.contract import LossFn, ModelEngineSpec
 from rlctl.engines.train.log_probs import token_log_probs
-from rlctl.engines.train.lr_schedule import build_optimizer, build_scheduler
+from rlctl.engines.train.lr_schedule import build_optimizer_and_schedule
 from rlctl.engines.train.megatron.convert import POLICY_NAMES, VALUE_NAMES, DenseShape
 from rlctl.engines.train.megatron.model import (
     build_chunks,
@@ -66,7 +65,6 @@ class MegatronEngine:
 
     def __init__(self, spec: ModelEngineSpec) -> None:
         self.spec = spec
-        self.recipe = spec.recipe
         self.options = spec.options_as(MegatronOptions)
         self.device = torch.device(spec.device)
         self.chunks: list[Any] = []  # DDP-wrapped (trainable roles) or bare GPTModel chunks
@@ -78,28 +76,28 @@ class MegatronEngine:
 
     # ------------------------------------------------------------------ setup
     def init(self) -> None:
-        spec, recipe, opts = self.spec, self.recipe, self.options
+        spec, opts = self.spec, self.options
         ensure_process_group(spec.rank, spec.world_size, spec.device)
-        init_model_parallel(opts, spec.world_size, recipe.run.seed, self.device.type)
+        init_model_parallel(opts, spec.world_size, spec.seed, self.device.type)
         self.dp_rank = mpu.get_data_parallel_rank()
         self.dp_size = mpu.get_data_parallel_world_size()
         self.is_last_stage = mpu.is_pipeline_last_stage(ignore_virtual=True)
         self.writes_outputs = (mpu.get_tensor_model_parallel_rank() == 0 and self.is_last_stage
                                and mpu.get_context_parallel_rank() == 0)
-        self.pad_id = int(load_tokenizer(recipe.model).pad_token_id)
-        seed = recipe.run.seed
+        self.pad_id = int(load_tokenizer(spec.model).pad_token_id)
+        seed = spec.seed
         # Every rank loads the full HF model on CPU and keeps its own shards of it.
         if spec.role == "critic":
-            hf_model = load_value_model(recipe.model, seed, path=recipe.critic.path)
+            hf_model = load_value_model(spec.model, seed, path=spec.value_model_path)
             self.hf_config = hf_model.trunk.config
         else:
-            hf_model = load_causal_lm(recipe.model, seed)
+            hf_model = load_causal_lm(spec.model, seed)
             self.hf_config = hf_model.config
         self.shape = DenseShape.from_hf(self.hf_config, opts.tensor_parallel)
-        dtype = torch_dtype(recipe.model.dtype)
+        dtype = torch_dtype(spec.model.dtype)
         # [model] gradient_checkpointing means full recomputation unless the options say more.
         recompute = opts.recompute_granularity or (
-            "full" if recipe.model.gradient_checkpointing and spec.role != "ref" else None)
+            "full" if spec.model.gradient_checkpointing and spec.role != "ref" else None)
         self.config = transformer_config(self.hf_config, opts, dtype, self.device.type == "cpu",
                                          recompute)
         chunks = build_chunks(self.config, self.hf_config, self.shape,
@@ -124,11 +122,7 @@ class MegatronEngine:
         # Our loss is globally normalised: never let finalize rescale by a token count.
         self.config.finalize_model_grads_func = (
             lambda model, num_tokens=None, **kw: finalize_model_grads(model, None, **kw))
-        optim = recipe.algorithm.optim
-        lr = recipe.critic.lr if spec.role == "critic" else optim.lr
-        self.optimizer = build_optimizer(self._params(), optim, lr=lr)
-        total = recipe.schedule.total_steps * derive(recipe).optimizer_steps_per_train_step
-        self.scheduler = build_scheduler(self.optimizer, optim, total)
+        self.optimizer, self.scheduler = build_optimizer_and_schedule(self._params(), spec)
 
     def _params(self) -> list[torch.nn.Parameter]:
         return [p for c in self.chunks for p in c.parameters() if p.requires_grad]
@@ -211,7 +205,7 @@ class MegatronEngine:
             return zero, count, {k: v[:n].detach().cpu() for k, v in outputs.items()}
         if n == 0:
             return zero, count, {}
-        if self.spec.role != "critic" and self.recipe.algorithm.loss.entropy_coef <= 0:
+        if self.spec.role != "critic" and not self.spec.entropy_in_loss:
             outputs["entropy"] = outputs["entropy"].detach()
         loss, metrics = loss_fn({k: v[:n] for k, v in outputs.items()}, mb["fields"])
         reported = {k: plain(v) for k, v in metrics.items()}
@@ -239,7 +233,7 @@ class MegatronEngine:
         """Per-token outputs [B, R]: real on the last stage, zeros on earlier stages."""
         for c in self._require_model():
             c.eval()
-        size = self.recipe.engines.train.log_prob_micro_batch_size
+        size = self.spec.log_prob_micro_batch_size
         micro = self._micro_batches(batch, size, {})
         with torch.no_grad():
             store = self._run_schedule(micro, True, temperature, with_entropy, None)
@@ -284,7 +278,7 @@ class MegatronEngine:
         for c in chunks:
             c.train()
             c.zero_grad_buffer()
-        micro = self._micro_batches(batch, self.recipe.engines.train.micro_batch_size, fields)
+        micro = self._micro_batches(batch, self.spec.micro_batch_size, fields)
         store = self._run_schedule(micro, False, temperature, self.spec.role != "critic",
                                    loss_fn)
         reported = [d for d in store if d]
@@ -305,7 +299,7 @@ class MegatronEngine:
         params = self._params()
         for p in params:  # DDP accumulated (and reduced) gradients in its fp32 buffers
             p.grad = p.main_grad.to(p.dtype)
-        clip = self.recipe.algorithm.optim.grad_clip
+        clip = self.spec.optimizer.grad_clip if self.spec.optimizer is not None else None
         norm = grad_norm(params)
         if clip and math.isfinite(norm) and norm > clip:
             for p in params:

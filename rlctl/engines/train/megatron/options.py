@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, PositiveInt, model_validator
+from pydantic import PositiveInt, model_validator
 
-from rlctl.config.strict import STRICT_CONFIG
+from rlctl.config.strict import TrainEngineOptions
 
 
-class MegatronOptions(BaseModel):
+class MegatronOptions(TrainEngineOptions):
     """Parallel layout and kernels of the ``megatron`` engine (Megatron-core)."""
-
-    model_config = STRICT_CONFIG
 
     tensor_parallel: PositiveInt = 1
     """Tensor-parallel size (TP); must divide the KV-head count."""

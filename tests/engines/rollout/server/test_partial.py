@@ -21,7 +21,7 @@ from rlctl.engines.rollout.server.partial import (
     resumed,
 )
 from rlctl.protocol.kv import KVBatchMeta
-from rlctl.trainer.controller.streaming import partial_metrics
+from rlctl.trainer.controller.producer import partial_metrics
 
 PROMPT = [1, 5, 6]
 

@@ -8,6 +8,7 @@ load); the last test kills it on purpose. Tolerances are documented in ``docs/sg
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import time
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from rlctl.config.pipeline import validate_recipe
 from rlctl.engines.rollout.contract import RolloutEngineSpec, SamplingParams
 from rlctl.engines.rollout.hf.engine import HFRolloutEngine
 from rlctl.engines.rollout.server.client import get_json
@@ -53,7 +55,7 @@ def hf(checkpoint) -> HFRolloutEngine:
 @pytest.fixture(scope="module")
 def engine(checkpoint):
     recipe = tiny_recipe(str(checkpoint), python=SGLANG_PYTHON, startup_timeout_s=400)
-    e = SGLangRolloutEngine(RolloutEngineSpec(recipe, seed=0))
+    e = SGLangRolloutEngine(RolloutEngineSpec.from_loaded(validate_recipe(recipe)))
     started = time.monotonic()
     e.load()
     print(f"\nsglang server up (health_generate + warm-up) in {time.monotonic() - started:.1f} s")
@@ -162,9 +164,28 @@ def test_a_version_the_engine_did_not_set_fails_loudly(engine):
     assert {g.weight_version for g in greedy(engine, n=2)} == {version}
 
 
-def test_attach_to_a_running_server(engine):
-    recipe = tiny_recipe("unused-in-attach-mode", urls=engine.urls, startup_timeout_s=30)
-    attached = SGLangRolloutEngine(RolloutEngineSpec(recipe, seed=0))
+def test_the_server_requires_this_runs_api_key(engine):
+    """A fresh key per run (as the gateway has): a request without it is refused, and no
+    command line shows it."""
+    import urllib.error
+    import urllib.request
+
+    [replica] = engine.replicas
+    assert replica.api_key and len(replica.api_key) >= 32
+    body = json.dumps({"input_ids": [1], "sampling_params": {"max_new_tokens": 1}}).encode()
+    request = urllib.request.Request(replica.url + "/generate", data=body,
+                                     headers={"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)
+    assert refused.value.code == 401
+    assert replica.api_key not in " ".join(replica.process.command.argv)
+
+
+def test_attach_to_a_running_server(engine, monkeypatch):
+    monkeypatch.setenv("RLCTL_TEST_SGLANG_KEY", engine.replicas[0].api_key)
+    recipe = tiny_recipe("unused-in-attach-mode", urls=engine.urls, startup_timeout_s=30,
+                         api_key_env="RLCTL_TEST_SGLANG_KEY")
+    attached = SGLangRolloutEngine(RolloutEngineSpec.from_loaded(validate_recipe(recipe)))
     attached.load()
     try:
         # It attaches to a server already updated: what a sync would have stamped.
@@ -196,7 +217,8 @@ def test_bad_requests_are_named_errors_and_leave_the_server_serving(engine):
     after = greedy(engine, n=4)  # same tokens; log-probs within float noise (batching differs)
     assert [g.token_ids for g in after] == [g.token_ids for g in before]
     assert (
-        max(abs(a - b) for g, h in zip(after, before) for a, b in zip(g.log_probs, h.log_probs))
+        max(abs(a - b) for g, h in zip(after, before, strict=True)
+            for a, b in zip(g.log_probs, h.log_probs, strict=True))
         < LOG_PROB_ATOL
     )
 

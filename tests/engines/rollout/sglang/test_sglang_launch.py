@@ -12,11 +12,13 @@ import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import replace
 
 import pydantic
 import pytest
 import torch
 
+from rlctl.config.pipeline import validate_recipe
 from rlctl.engines.rollout.buckets import buckets, with_last
 from rlctl.engines.rollout.contract import RolloutEngineSpec
 from rlctl.engines.rollout.server.process import ServerError, ServerProcess
@@ -65,7 +67,8 @@ def test_command_line_on_cpu_and_gpu():
 
 def test_engine_starts_its_servers_at_weight_version_0():
     # An explicit interpreter: the command line is checked without SGLang's env being built.
-    engine = SGLangRolloutEngine(RolloutEngineSpec(tiny_recipe(python=sys.executable), seed=3))
+    loaded = validate_recipe(tiny_recipe(python=sys.executable))
+    engine = SGLangRolloutEngine(replace(RolloutEngineSpec.from_loaded(loaded), seed=3))
     argv = engine.server_command(1, "/m").argv
     assert argv[-2:] == ["--weight-version", "0"] and "--random-seed" in argv
     assert argv[argv.index("--random-seed") + 1] == "4"  # engine seed + replica index
@@ -91,13 +94,16 @@ def test_registered_and_options_validated():
 
 
 def test_empty_weights_are_refused_before_any_request():
-    engine = SGLangRolloutEngine(RolloutEngineSpec(tiny_recipe(), seed=0))
+    engine = SGLangRolloutEngine(RolloutEngineSpec.from_loaded(validate_recipe(tiny_recipe())))
     with pytest.raises(ValueError, match="empty state dict"):
         SGLangWeightSync()({}, engine, 1)
 
 
 def test_bogus_interpreter_fails_fast_and_cleans_up():
-    engine = SGLangRolloutEngine(RolloutEngineSpec(tiny_recipe(python="/no/such/python"), seed=0))
+    spec = RolloutEngineSpec.from_loaded(validate_recipe(tiny_recipe()))
+    # the interpreter removed after the recipe validated (validation refuses a missing path)
+    engine = SGLangRolloutEngine(replace(spec, options=spec.options.model_copy(
+        update={"python": "/no/such/python"})))
     with pytest.raises(ServerError, match=r"sglang\[0\].*/no/such/python.*rlctl engines install"):
         engine.load()
     assert engine._workdir is None and engine._http is None

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from rlctl.config.pipeline import validate_recipe
 from rlctl.config.recipe import Recipe
 from rlctl.engines.rollout.contract import RolloutEngineSpec
 from rlctl.engines.rollout.sglang.engine import SGLangRolloutEngine
@@ -32,16 +33,20 @@ pytestmark = [requires_sglang_env, pytest.mark.slow, pytest.mark.timeout(300)]
 
 def partial_recipe(checkpoint: Path) -> Recipe:
     recipe = tiny_recipe(str(checkpoint), python=SGLANG_PYTHON, startup_timeout_s=300,
-                         ignore_eos=True)  # every response is exactly MAX_NEW tokens
+                         ignore_eos=True,  # every response is exactly MAX_NEW tokens
+                         # the decoded-token counter the checks wait on, updated every step
+                         extra_args=["--enable-metrics", "--decode-log-interval", "1"])
     data = recipe.model_dump()
-    data["algorithm"]["staleness"]["partial_rollout"] = "resume"
+    # partial rollouts need a streaming policy (config checks)
+    data["algorithm"]["staleness"].update(policy="bounded", partial_rollout="resume")
     return Recipe.model_validate(data)
 
 
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory):
     checkpoint = save_server_checkpoint(tmp_path_factory.mktemp("tiny-sglang-partial"))
-    e = SGLangRolloutEngine(RolloutEngineSpec(partial_recipe(checkpoint)))
+    loaded = validate_recipe(partial_recipe(checkpoint))
+    e = SGLangRolloutEngine(RolloutEngineSpec.from_loaded(loaded))
     e.load()
     yield e
     e.close()
@@ -50,5 +55,7 @@ def engine(tmp_path_factory):
 class TestSGLangPartial(PartialRolloutChecks):
     name = "sglang"
     abort_path = "abort_request"
+    # decoded tokens, counted at every decode step (--decode-log-interval 1 above)
+    metric = r'sglang:realtime_tokens_total\{[^}]*mode="decode"[^}]*\}'
     sync = SGLangWeightSync
     state = staticmethod(sharpened_state)

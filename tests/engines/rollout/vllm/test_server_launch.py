@@ -11,10 +11,12 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from rlctl.config.pipeline import validate_recipe
 from rlctl.engines.rollout.contract import RolloutEngineSpec
 from rlctl.engines.rollout.server.process import (
     ServerCommand,
@@ -123,17 +125,23 @@ def test_server_that_never_gets_healthy_times_out_and_its_group_is_killed(tmp_pa
     assert gone(server.pid) and gone(child) and live_group_members(server.pid) == []
 
 
+def vanished_interpreter(recipe):
+    """The engine spec of ``recipe`` whose interpreter was removed after the recipe validated
+    (validation refuses a path that does not exist)."""
+    spec = RolloutEngineSpec.from_loaded(validate_recipe(recipe))
+    return replace(spec, options=spec.options.model_copy(update={"python": "/no/such/python"}))
+
+
 def test_engine_load_with_bogus_interpreter_fails_fast_and_cleans_up():
-    recipe = tiny_recipe(python="/no/such/python", startup_timeout_s=30)
-    engine = VLLMRolloutEngine(RolloutEngineSpec(recipe, seed=0))
+    engine = VLLMRolloutEngine(vanished_interpreter(tiny_recipe(startup_timeout_s=30)))
     with pytest.raises(ServerError, match=r"vllm\[0\].*/no/such/python.*rlctl engines install"):
         engine.load()
     assert engine._workdir is None and engine._http is None  # temporary model dir removed
 
 
 def test_engine_refuses_head_dims_the_cpu_backend_cannot_run():
-    recipe = tiny_recipe(tiny={}, python="/no/such/python")  # the default tiny shape: head_dim 16
-    engine = VLLMRolloutEngine(RolloutEngineSpec(recipe, seed=0))
+    recipe = tiny_recipe(tiny={})  # the default tiny shape: head_dim 16
+    engine = VLLMRolloutEngine(RolloutEngineSpec.from_loaded(validate_recipe(recipe)))
     with pytest.raises(ValueError, match=r"head_dim = 16.*\[model.tiny\] head_dim = 32"):
         engine.load()
 

@@ -107,6 +107,23 @@ def test_eos_ends_a_response_and_is_kept(engine):
             assert len(g.token_ids) == 8 and EOS_ID not in g.token_ids
 
 
+def test_a_json_schema_constrains_decoding(engine):
+    """``SamplingParams.json_schema`` (the gateway's JSON response_format) reaches vLLM's
+    structured outputs: a random-init model can only answer what the schema allows."""
+    from rlctl.models.tiny import build_tiny_tokenizer
+
+    tok = build_tiny_tokenizer()
+    sampling = SamplingParams(8, temperature=1.0, json_schema=json.dumps({"enum": [3, 7]}))
+
+    async def answers():
+        return await asyncio.gather(*(engine.generate(p, sampling) for p in PROMPTS))
+
+    gens = asyncio.run(answers())
+    texts = [tok.decode(g.token_ids, skip_special_tokens=True) for g in gens]
+    assert all(json.loads(t) in (3, 7) for t in texts), texts
+    assert all(g.token_ids[-1] == EOS_ID and len(g.log_probs) == len(g.token_ids) for g in gens)
+
+
 def test_concurrent_requests_from_fresh_event_loops(engine):
     # The rollout worker runs each step in a new asyncio.run(): the engine must serve them all.
     sampling = SamplingParams(max_new_tokens=32, temperature=1.0)
@@ -204,8 +221,27 @@ def test_reload_fallback_changes_generation_stamps_the_version_and_matches_hf(en
     assert {g.weight_version for g in again} == {4}
 
 
-def test_attach_to_a_running_server(engine):
-    recipe = tiny_recipe("unused-in-attach-mode", urls=engine.urls, startup_timeout_s=10)
+def test_the_server_requires_this_runs_api_key(engine):
+    """A fresh key per run (as the gateway has): a request without it is refused."""
+    import urllib.error
+    import urllib.request
+
+    [replica] = engine.replicas
+    assert replica.api_key and len(replica.api_key) >= 32
+    body = json.dumps({"model": replica.model, "prompt": [1, 2], "max_tokens": 1}).encode()
+    for headers in ({}, {"Authorization": "Bearer not-the-key"}):
+        request = urllib.request.Request(replica.url + "/v1/completions", data=body,
+                                         headers={"Content-Type": "application/json", **headers})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=30)
+        assert refused.value.code == 401
+    assert replica.api_key not in replica.process.log_path.read_text()
+
+
+def test_attach_to_a_running_server(engine, monkeypatch):
+    monkeypatch.setenv("RLCTL_TEST_VLLM_KEY", engine.replicas[0].api_key)
+    recipe = tiny_recipe("unused-in-attach-mode", urls=engine.urls, startup_timeout_s=10,
+                         api_key_env="RLCTL_TEST_VLLM_KEY")
     attached = VLLMRolloutEngine(engine_spec(recipe))
     attached.load()
     try:

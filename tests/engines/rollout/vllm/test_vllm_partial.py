@@ -31,9 +31,11 @@ pytestmark = [requires_vllm_env, pytest.mark.slow, pytest.mark.timeout(300)]
 
 def partial_recipe(checkpoint: Path) -> Recipe:
     recipe = tiny_recipe(str(checkpoint), python=VLLM_PYTHON, startup_timeout_s=240,
-                         ignore_eos=True)  # every response is exactly MAX_NEW tokens
+                         ignore_eos=True,  # every response is exactly MAX_NEW tokens
+                         log_stats=True)  # the decoded-token counter the checks wait on
     data = recipe.model_dump()
-    data["algorithm"]["staleness"]["partial_rollout"] = "resume"
+    # partial rollouts need a streaming policy (config checks)
+    data["algorithm"]["staleness"].update(policy="bounded", partial_rollout="resume")
     return Recipe.model_validate(data)
 
 
@@ -49,5 +51,6 @@ def engine(tmp_path_factory):
 class TestVLLMPartial(PartialRolloutChecks):
     name = "vllm"
     abort_path = "abort_requests"
+    metric = r"vllm:generation_tokens_total\{[^}]*\}"  # counted every engine step
     sync = VLLMWeightSync
     state = staticmethod(sharpened_state)

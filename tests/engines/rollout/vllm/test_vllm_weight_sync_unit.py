@@ -11,6 +11,7 @@ import torch
 from safetensors.torch import load_file
 
 import rlctl
+from rlctl.config.pipeline import validate_recipe
 from rlctl.engines.rollout.buckets import buckets, with_last
 from rlctl.engines.rollout.contract import RolloutEngineSpec
 from rlctl.engines.rollout.server.client import Replica
@@ -114,7 +115,7 @@ def test_the_engine_starts_its_servers_for_the_syncs_options(sync, backend):
         backend is not None
     )
     # another sync (a plugin's, without the vllm sync's options): the vllm sync's defaults
-    other = VLLMRolloutEngine(RolloutEngineSpec(tiny_recipe(), seed=0))
+    other = VLLMRolloutEngine(RolloutEngineSpec.from_loaded(validate_recipe(tiny_recipe())))
     assert other.transfer_backend == "rlctl_cpu"
 
 

@@ -10,10 +10,12 @@ every engine's tests (:mod:`rlctl.testing.server_checkpoint`).
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from rlctl.config.pipeline import validate_recipe
 from rlctl.config.recipe import Recipe
 from rlctl.engines.rollout.contract import RolloutEngineSpec
 from rlctl.engines.rollout.server.engine_envs import ENV_NAMES, built_env_python, env_root
@@ -49,7 +51,4 @@ def tiny_recipe(path: str = "tiny", tiny: dict | None = None, *, weight_sync: di
 
 def engine_spec(recipe: Recipe, seed: int = 0) -> RolloutEngineSpec:
     """The spec the rollout worker builds: the recipe's weight-sync options, validated."""
-    from rlctl.engines.rollout.vllm.options import VLLMWeightSyncOptions
-
-    options = VLLMWeightSyncOptions.model_validate(recipe.engines.rollout.weight_sync_options)
-    return RolloutEngineSpec(recipe, seed=seed, weight_sync_options=options)
+    return replace(RolloutEngineSpec.from_loaded(validate_recipe(recipe)), seed=seed)

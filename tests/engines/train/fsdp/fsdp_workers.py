@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import os
 import traceback
+from dataclasses import replace
 
 import torch
 
+from rlctl.config.pipeline import validate_recipe
 from rlctl.config.recipe import Recipe
 from rlctl.engines.train.batch import ModelBatch
 
@@ -20,6 +22,7 @@ PAD = 0
 def recipe(**train) -> Recipe:
     return Recipe.model_validate({
         "run": {"seed": 3},
+        "data": {"task": "count_digits"},  # a valid recipe needs prompts; engines read none
         "model": {"path": "tiny", "dtype": "float32"},
         # SGD: the update is lr * grad, so weights compare as tightly as gradients do. (Adam's
         # first step is lr * sign(g), which flips on float-noise-sized gradients.)
@@ -76,8 +79,10 @@ def _run(rank: int, world: int, port: int, out_path: str, scenario: str) -> None
     # train_per_layer: what a large model gets (every decoder layer its own FSDP unit); the
     # tiny model on its own is one unit (shard_layers auto)
     rec = recipe(options={"shard_layers": True}) if scenario == "train_per_layer" else recipe()
+    loaded = validate_recipe(rec)
     if scenario in ("train", "train_per_layer", "all"):
-        actor = FSDPEngine(ModelEngineSpec("actor", rec, rank=rank, world_size=world))
+        actor = FSDPEngine(ModelEngineSpec.from_loaded(loaded, "actor", rank=rank,
+            world_size=world))
         actor.init()  # joins the process group: the global normaliser needs it
         from torch.distributed.fsdp import FSDPModule
 
@@ -94,7 +99,8 @@ def _run(rank: int, world: int, port: int, out_path: str, scenario: str) -> None
 
         full = StateDictOptions(full_state_dict=True, cpu_offload=True)
         results["weights_dcp"] = get_model_state_dict(actor.model, options=full)
-        critic = FSDPEngine(ModelEngineSpec("critic", rec, rank=rank, world_size=world))
+        critic = FSDPEngine(ModelEngineSpec.from_loaded(loaded, "critic", rank=rank,
+            world_size=world))
         critic.init()
         cfields = dict(fields, returns=adv[rows])
         results["values0"] = critic.compute_values(batch)
@@ -103,7 +109,7 @@ def _run(rank: int, world: int, port: int, out_path: str, scenario: str) -> None
         results["critic_weights"] = critic.export_weights()
         results["critic_weights_dcp"] = get_model_state_dict(critic.model, options=full)
     if scenario == "all":  # world 1 only: ref, checkpoint round trip, rollout consistency
-        ref = FSDPEngine(ModelEngineSpec("ref", rec))
+        ref = FSDPEngine(ModelEngineSpec.from_loaded(loaded, "ref"))
         ref.init()
         results["ref_log_probs"], _ = ref.compute_log_prob(batch, temperature=0.7)
         ckpt = os.path.join(os.path.dirname(out_path), "ckpt")
@@ -128,7 +134,7 @@ def _rollout_vs_engine(rec: Recipe, actor) -> dict:
     from rlctl.engines.rollout.hf.engine import HFRolloutEngine
     from rlctl.engines.rollout.weight_sync import InProcessWeightSync
 
-    rollout = HFRolloutEngine(RolloutEngineSpec(rec, seed=1))
+    rollout = HFRolloutEngine(replace(RolloutEngineSpec.from_loaded(validate_recipe(rec)), seed=1))
     rollout.load()
     InProcessWeightSync()(actor, rollout, 5)
     prompts = [[1, 5, 6, 7, 14], [1, 9, 14], [1, 4, 4, 4, 4, 4, 14]] * 4

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from rlctl.config.pipeline import validate_recipe
 from rlctl.config.recipe import Recipe
 from rlctl.engines.distributed import all_reduce_sum, group_device
 from rlctl.engines.rollout.contract import RolloutEngineSpec
@@ -56,9 +57,9 @@ def run(recipe: Recipe, steps: int, *, verbose: bool = False) -> History:
     source = iter(task.load()(options, seed=recipe.run.seed))
     reward_fn = registry.load("reward_function", task.metadata["reward"])
     tokenizer = load_tokenizer(recipe.model)
-    actor = FSDPEngine(ModelEngineSpec("actor", recipe))
+    actor = FSDPEngine(ModelEngineSpec.from_loaded(validate_recipe(recipe), "actor"))
     actor.init()
-    rollout = HFRolloutEngine(RolloutEngineSpec(recipe, seed=recipe.run.seed))
+    rollout = HFRolloutEngine(RolloutEngineSpec.from_loaded(validate_recipe(recipe)))
     rollout.load()
     sync = InProcessWeightSync()
     alg, temp = recipe.algorithm, recipe.rollout.temperature

@@ -13,6 +13,7 @@ import traceback
 
 import torch
 
+from rlctl.config.pipeline import validate_recipe
 from rlctl.config.recipe import Recipe
 from rlctl.engines.train.batch import ModelBatch
 from tests.engines.gloo_teardown import leave_process_group
@@ -30,6 +31,9 @@ LAYOUTS = {
 def recipe(options: dict) -> Recipe:
     return Recipe.model_validate({
         "run": {"seed": 3},
+        # a valid recipe needs prompts (engines read none); samples as long as the batch's
+        "data": {"task": "count_digits", "max_prompt_tokens": 8},
+        "rollout": {"max_new_tokens": 16},
         "model": {"path": "tiny", "dtype": "float32"},
         "algorithm": {"optim": {"name": "sgd", "lr": 1.0, "grad_clip": None}},
         "critic": {"enabled": True, "lr": 1.0},
@@ -77,14 +81,17 @@ def _run(rank: int, world: int, port: int, out_path: str) -> None:
     results: dict = {}
     for name, options in LAYOUTS.items():
         rec = recipe(options)
-        actor = FSDPEngine(ModelEngineSpec("actor", rec, rank=rank, world_size=world))
+        loaded = validate_recipe(rec)
+        actor = FSDPEngine(ModelEngineSpec.from_loaded(loaded, "actor", rank=rank,
+            world_size=world))
         actor.init()
         normaliser = all_reduce_sum(batch.response_mask.sum(), group_device())
         fields = {"advantages": adv, "response_mask": batch.response_mask,
                   "normaliser": torch.full((batch.batch_size,), normaliser)}
         lp, ent = actor.compute_log_prob(batch, temperature=0.7, with_entropy=True)
         metrics = actor.train_minibatch(batch, fields, policy_loss, temperature=0.7)
-        critic = FSDPEngine(ModelEngineSpec("critic", rec, rank=rank, world_size=world))
+        critic = FSDPEngine(ModelEngineSpec.from_loaded(loaded, "critic", rank=rank,
+            world_size=world))
         critic.init()
         critic.train_minibatch(batch, dict(fields, returns=adv), value_loss)
         results[name] = {"log_probs": lp, "entropy": ent, "loss": metrics["loss"],

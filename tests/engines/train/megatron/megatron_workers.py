@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from rlctl.config.pipeline import validate_recipe
 from rlctl.config.recipe import Recipe
 from tests.engines.gloo_teardown import leave_process_group
 from tests.engines.train.fsdp import fsdp_workers as fw  # the shared batch and losses
@@ -52,8 +53,11 @@ def _run(rank: int, world: int, out_dir: str, layout: dict) -> None:
     from rlctl.engines.train.megatron.engine import MegatronEngine
 
     rec = recipe(layout)
+
+    loaded = validate_recipe(rec)
     full, adv = fw.fixed_batch()
-    actor = MegatronEngine(ModelEngineSpec("actor", rec, rank=rank, world_size=world))
+    actor = MegatronEngine(ModelEngineSpec.from_loaded(loaded, "actor", rank=rank,
+        world_size=world))
     actor.init()
     rows = rows_of(actor.dp_rank, actor.dp_size, full.batch_size)
     batch, fields = full.slice(rows), _fields(full, adv, rows)
@@ -74,14 +78,15 @@ def _run(rank: int, world: int, out_dir: str, layout: dict) -> None:
         torch.save(res, os.path.join(out_dir, f"rank{rank}.pt"))
         _destroy()
         return
-    critic = MegatronEngine(ModelEngineSpec("critic", rec, rank=rank, world_size=world))
+    critic = MegatronEngine(ModelEngineSpec.from_loaded(loaded, "critic", rank=rank,
+        world_size=world))
     critic.init()
     res["values0"] = critic.compute_values(batch)
     res["critic_metrics"] = critic.train_minibatch(batch, fields, fw.value_loss)
     res["values1"] = critic.compute_values(batch)
     res["critic_weights"] = critic.export_weights()
     if world == 1:
-        ref = MegatronEngine(ModelEngineSpec("ref", rec))
+        ref = MegatronEngine(ModelEngineSpec.from_loaded(loaded, "ref"))
         ref.init()
         res["ref_log_probs"], _ = ref.compute_log_prob(batch, temperature=0.7)
         res["fsdp"] = _fsdp_reference(batch, fields)
@@ -101,14 +106,16 @@ def _fsdp_reference(batch, fields) -> dict:
     from rlctl.engines.train.fsdp.engine import FSDPEngine
 
     rec = fw.recipe()
-    actor = FSDPEngine(ModelEngineSpec("actor", rec))
+
+    loaded = validate_recipe(rec)
+    actor = FSDPEngine(ModelEngineSpec.from_loaded(loaded, "actor"))
     actor.init()
     out: dict = {}
     out["log_probs"], out["entropy"] = actor.compute_log_prob(batch, temperature=0.7,
                                                               with_entropy=True)
     out["metrics"] = actor.train_minibatch(batch, fields, fw.policy_loss, temperature=0.7)
     out["weights"] = actor.export_weights()
-    critic = FSDPEngine(ModelEngineSpec("critic", rec))
+    critic = FSDPEngine(ModelEngineSpec.from_loaded(loaded, "critic"))
     critic.init()
     out["critic_metrics"] = critic.train_minibatch(batch, fields, fw.value_loss)
     out["values1"] = critic.compute_values(batch)

@@ -59,7 +59,9 @@ def test_without_the_shim_cpu_init_fails_clearly(tmp_path):
         "import fsdp_workers as fw\n"
         "from rlctl.engines.train.megatron.engine import MegatronEngine\n"
         "from rlctl.engines.train.contract import ModelEngineSpec\n"
-        "MegatronEngine(ModelEngineSpec('actor', fw.recipe(backend='megatron'))).init()\n"
+        "from rlctl.config.pipeline import validate_recipe\n"
+        "loaded = validate_recipe(fw.recipe(backend='megatron'))\n"
+        "MegatronEngine(ModelEngineSpec.from_loaded(loaded, 'actor')).init()\n"
     ).format(str(HERE.parent / "fsdp"))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -1,0 +1,76 @@
+"""Liveness while a phase runs: a stopped worker is named within seconds, whatever the bound.
+
+A phase may legitimately run for the whole ``schedule.phase_timeout_s`` (600 s by default), so
+waiting for the bound to learn that a rank stopped (SIGSTOP, a wedged driver, a hung
+interpreter) left a run silent for ten minutes. While the controller waits on a group, its
+:class:`Heartbeat` sends each rank it waits for a ``pid`` probe every :data:`BEAT_S`; the
+probe runs on another thread of the actor, so a busy rank answers at once. A probe not
+answered within :data:`PROBE_TIMEOUT_S` is a missed beat; :data:`MISSED_BEATS` in a row and
+the rank counts as stopped: the wait raises, naming it, the phase and what was missed, about
+``BEAT_S + MISSED_BEATS * PROBE_TIMEOUT_S`` (25-35 s) after it stopped. A single slow answer
+(a loaded machine, a long garbage collection) is forgiven by the next one that comes back.
+
+Nothing blocks: :meth:`Heartbeat.beat` checks the probes already sent and sends new ones, and
+the waits call it between their one-second slices.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+BEAT_S = 10.0
+"""A probe to each awaited rank this often."""
+PROBE_TIMEOUT_S = 5.0
+"""A probe unanswered this long is a missed beat."""
+MISSED_BEATS = 3
+"""Missed beats in a row after which a rank counts as stopped."""
+
+
+@dataclass
+class _Probe:
+    ref: Any
+    sent: float
+
+
+class Heartbeat:
+    """Liveness probes of one worker group's ranks (``probe(rank)`` sends one; it returns a
+    Ray ``ObjectRef`` that resolves when the rank answers)."""
+
+    def __init__(self, probe: Callable[[int], Any]) -> None:
+        self.probe = probe
+        self.probes: dict[int, _Probe] = {}
+        self.missed: dict[int, int] = {}
+        self.answered: dict[int, float] = {}
+
+    def beat(self, ranks: Sequence[int]) -> list[int]:
+        """Check and send probes for ``ranks``; the ranks that missed :data:`MISSED_BEATS`."""
+        import ray
+        from ray.exceptions import RayError
+
+        now = time.monotonic()
+        for rank in ranks:
+            probe = self.probes.get(rank)
+            if probe is None:
+                if now - self.answered.setdefault(rank, now) >= BEAT_S:
+                    self.probes[rank] = _Probe(self.probe(rank), now)
+                continue
+            ready, _ = ray.wait([probe.ref], timeout=0)
+            if ready:
+                try:
+                    ray.get(probe.ref, timeout=0)
+                except RayError:
+                    continue  # a dead rank: its own call fails and says so
+                del self.probes[rank]
+                self.missed[rank], self.answered[rank] = 0, now
+            elif now - probe.sent >= PROBE_TIMEOUT_S:
+                self.missed[rank] = self.missed.get(rank, 0) + 1
+                self.probes[rank] = _Probe(self.probe(rank), now)
+        return [r for r in ranks if self.missed.get(r, 0) >= MISSED_BEATS]
+
+    @staticmethod
+    def describe() -> str:
+        return (f"no answer to {MISSED_BEATS} liveness checks in a row ({PROBE_TIMEOUT_S:.0f} s "
+                "each: the process is stopped or wedged)")

@@ -1,0 +1,212 @@
+"""The shape of every training step, decided once: :class:`StepPlan`.
+
+Which roles run, where the old log-probs come from (their own forward pass, or the update's
+forward), where the advantages are computed (their own phase, or inside the actor update),
+where the KL to the reference enters, which off-policy correction weighs the loss, the
+sampling temperature the trainer scores with, and where the rollout-vs-trainer probability
+gap is measured. Each choice is made here, from the loaded recipe, the registry and the
+staleness policy, with the reason for it; the controller's step and every training worker
+read the same frozen plan (workers receive it once, at start), and ``rlctl config show``
+prints it. Nothing here imports torch or Ray.
+
+Why the old log-prob pass can be skipped: the old log-probs are the policy's log-probs of the
+step's samples before this step's update. With one epoch and one minibatch the update's single
+forward runs on exactly those weights and samples, so its detached log-probs *are* the old
+log-probs: the ratio is 1 and its gradient is the policy gradient (verl and TRL skip the pass
+there too). Everything else needs the pass: a second minibatch or epoch trains on weights the
+first one changed; a streaming policy trains samples older weights generated; the KL-in-reward
+penalty or an estimator reads old log-probs before the update runs; an off-policy correction
+weighs by old over rollout probabilities.
+
+Why the advantages can move into the update: without a critic nothing reads them between
+their phase and the actor update, so the update computes them from its own read of the step,
+on shards that keep every group whole (one call, one read and one write fewer per step, the
+same advantages: the phase runs on whole groups too).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from rlctl.algorithms.off_policy import OffPolicyCorrection, resolve_correction
+from rlctl.config.loaded import LoadedRecipe
+
+Role = Literal["actor", "ref", "critic"]
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One decision of the plan: what was chosen and why."""
+
+    value: str
+    why: str
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """How every step of this run executes (see the module docstring)."""
+
+    roles: tuple[Role, ...]
+    """Training roles the training workers host: the actor, the reference when a KL to it
+    enters, the critic when enabled."""
+    old_log_probs: Choice
+    """``pass`` (their own forward before the update) or ``update`` (the update's forward)."""
+    advantages: Choice
+    """``phase`` (their own call on group-whole shards) or ``update`` (inside the actor
+    update, on its group-whole shards)."""
+    kl: Choice
+    """``none``, ``loss`` (a KL term in the actor loss) or ``reward`` (a per-token penalty in
+    the reward, before the advantages)."""
+    correction: OffPolicyCorrection
+    """The off-policy correction the actor loss applies (``method = "none"``: off)."""
+    temperature: float
+    """The temperature the trainer divides logits by: the rollout's sampling temperature (a
+    greedy rollout, 0, is scored at 1)."""
+    whole_groups: bool
+    """The update's shards keep every group (uid) whole on one data-parallel rank (no critic,
+    and at least as many groups per step as data-parallel ranks)."""
+    critic_warmup_steps: int
+    """Steps that train only the critic before the actor's first update."""
+
+    @property
+    def old_log_prob_pass(self) -> bool:
+        return self.old_log_probs.value == "pass"
+
+    @property
+    def advantage_phase(self) -> bool:
+        return self.advantages.value == "phase"
+
+    @property
+    def probs_gap(self) -> str:
+        """Where ``training/rollout_probs_diff`` (rollout vs trainer probabilities) is
+        measured: in the first forward over the step's samples with the step's weights."""
+        return "old log-prob pass" if self.old_log_prob_pass else "actor update"
+
+    @property
+    def reads_rollout_log_probs(self) -> bool:
+        """Whether the actor update reads the rollout engine's log-probs (the correction, or
+        the probability gap it measures when it gives the old log-probs itself)."""
+        return self.correction.active or not self.old_log_prob_pass
+
+    def rows(self) -> list[tuple[str, str, str]]:
+        """``(what, choice, why)`` for ``rlctl config show``."""
+        fixed = self.correction
+        return [
+            ("roles", ", ".join(self.roles), _roles_why(self.roles)),
+            ("old log-probs", self.old_log_probs.value, self.old_log_probs.why),
+            ("advantages", self.advantages.value, self.advantages.why),
+            ("kl", self.kl.value, self.kl.why),
+            ("off-policy correction", fixed.method, _correction_why(fixed)),
+            ("temperature", f"{self.temperature:g}", ("the rollout's sampling temperature "
+             "(0, greedy, is scored at 1)")),
+            ("rollout-vs-trainer gap", self.probs_gap, ("measured in the first forward over "
+             "the step's samples with the step's weights")),
+        ]
+
+
+def plan_of(loaded: LoadedRecipe) -> StepPlan:
+    """The plan of ``loaded`` with the registry and staleness policy of this process."""
+    from rlctl.algorithms.staleness import policy_of
+    from rlctl.registry import get_registry
+
+    return build_plan(loaded, get_registry(), policy_of(loaded))
+
+
+def plan_comments(plan: StepPlan) -> str:
+    """The plan as TOML comments (``rlctl config show``): one line per choice, with why."""
+    lines = [f"#   {what} = {choice}  ({why})" for what, choice, why in plan.rows()]
+    return "# plan of every step (decided from the values above; docs/trainer.md):\n" + \
+        "\n".join(lines) + "\n"
+
+
+def build_plan(loaded: LoadedRecipe, registry: Any, policy: Any) -> StepPlan:
+    """The plan of ``loaded``; ``policy``: its staleness policy (the bound decides whether
+    samples can be off-policy)."""
+    recipe = loaded.recipe
+    alg = recipe.algorithm
+    correction = resolve_correction(alg.correction, max_staleness=policy.max_staleness)
+    roles: list[Role] = ["actor"]
+    if alg.kl.apply_in != "none":
+        roles.append("ref")  # the reference is the frozen initial policy
+    if recipe.critic.enabled:
+        roles.append("critic")
+    return StepPlan(
+        roles=tuple(roles),
+        old_log_probs=_old_log_probs(loaded, registry, policy, correction),
+        advantages=_advantages(loaded),
+        kl=_kl(alg.kl.apply_in),
+        correction=correction,
+        temperature=recipe.rollout.temperature or 1.0,
+        whole_groups=_whole_groups(loaded),
+        critic_warmup_steps=recipe.critic.warmup_steps if recipe.critic.enabled else 0,
+    )
+
+
+def _old_log_probs(loaded: LoadedRecipe, registry: Any, policy: Any,
+                   correction: OffPolicyCorrection) -> Choice:
+    recipe = loaded.recipe
+    alg = recipe.algorithm
+    if recipe.engines.train.old_log_prob_pass == "always":
+        return Choice("pass", 'engines.train.old_log_prob_pass = "always"')
+    if alg.epochs != 1 or alg.minibatches != 1:
+        return Choice("pass", f"{alg.epochs} epoch(s) x {alg.minibatches} minibatch(es): later "
+                              "ones are off-policy")
+    if policy.lookahead > 0:
+        return Choice("pass", f"the {alg.staleness.policy!r} staleness policy streams (samples "
+                              "of older weights)")
+    if alg.kl.apply_in == "reward":
+        return Choice("pass", "the KL penalty in the reward reads old log-probs before the "
+                              "update")
+    if correction.active:
+        return Choice("pass", f"the {correction.method!r} off-policy correction weighs by them")
+    requires = registry.get("advantage_estimator", alg.estimator).metadata.get("requires", ())
+    if "old_log_probs" in requires:
+        return Choice("pass", f"the {alg.estimator!r} estimator reads them")
+    return Choice("update", "one epoch, one minibatch, on-policy samples: the update's own "
+                            "forward gives them (detached)")
+
+
+def _whole_groups(loaded: LoadedRecipe) -> bool:
+    """Without a critic the update's shards keep groups whole, when there are enough groups
+    for every data-parallel rank (a critic's values are balanced sample by sample)."""
+    recipe = loaded.recipe
+    return (not recipe.critic.enabled
+            and recipe.algorithm.prompts_per_step >= loaded.derived.data_parallel_size)
+
+
+def _advantages(loaded: LoadedRecipe) -> Choice:
+    recipe = loaded.recipe
+    if recipe.critic.enabled:
+        return Choice("phase", "the critic's update reads the returns before the actor's")
+    if recipe.engines.train.advantage_pass == "always":
+        return Choice("phase", 'engines.train.advantage_pass = "always"')
+    if not _whole_groups(loaded):
+        groups, ranks = recipe.algorithm.prompts_per_step, loaded.derived.data_parallel_size
+        return Choice("phase", f"{groups} group(s) per step cannot give each of {ranks} "
+                               "data-parallel ranks whole groups")
+    return Choice("update", "no critic: the actor update computes them from its own read of "
+                            "group-whole shards")
+
+
+def _kl(apply_in: str) -> Choice:
+    return Choice(apply_in, {
+        "none": "algorithm.kl.in = \"none\": no reference policy",
+        "loss": "a k-estimated KL term in the actor loss, times the KL coefficient",
+        "reward": "a per-token KL penalty in the reward, before the advantages",
+    }[apply_in])
+
+
+def _roles_why(roles: tuple[str, ...]) -> str:
+    parts = ["actor: the policy trained"]
+    if "ref" in roles:
+        parts.append("ref: the frozen initial policy the KL is taken to")
+    if "critic" in roles:
+        parts.append("critic: [critic] enabled")
+    return "; ".join(parts)
+
+
+def _correction_why(correction: OffPolicyCorrection) -> str:
+    if not correction.active:
+        return "samples are on-policy, or [algorithm.correction] method = \"none\""
+    return "[algorithm.correction], resolved against the staleness policy's bound"
