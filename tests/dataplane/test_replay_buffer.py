@@ -64,6 +64,22 @@ def test_multi_output_sessions_count_once(plane):
     assert list(buffer.sample("train", 0, timeout=5).keys) == [*outputs, make_key(uid, 1, 0)]
 
 
+def test_a_multi_output_session_stays_done_until_its_last_terminal_output_goes(plane):
+    buffer = ReplayBuffer(plane)
+    uid = new_uid()
+    buffer.add("train", [(uid, 2, 0)])
+    first, second, other = make_key(uid, 0, 0), make_key(uid, 0, 1), make_key(uid, 1, 0)
+    plane.kv_batch_put([first, second, other], "train", tags=[{"status": "success"}] * 3)
+    assert len(buffer.sample("train", 0, timeout=5)) == 3
+    plane.kv_clear([first], "train")  # session 0 still has a terminal output
+    assert list(buffer.sample("train", 0, timeout=5).keys) == [second, other]
+    plane.kv_put(second, "train", tag={"status": "running"})  # and now it has none
+    with pytest.raises(SampleTimeout, match=r"1/2 sessions"):
+        buffer.sample("train", 0, timeout=0)
+    plane.kv_put(first, "train", tag={"status": "success"})
+    assert list(buffer.sample("train", 0, timeout=5).keys) == [first, second, other]
+
+
 def test_failure_names_uid_and_error(plane):
     buffer = ReplayBuffer(plane)
     good, bad = new_uid(), new_uid()

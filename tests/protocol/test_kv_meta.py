@@ -73,6 +73,18 @@ def test_splits_share_the_batch_own_tag_copies():
     assert pickle.loads(pickle.dumps(part)) == part
 
 
+def test_shared_holds_the_dicts_handed_over_and_checks_like_any_batch():
+    tags = ({"seq_len": 1}, {"seq_len": 2})
+    m = KVBatchMeta.shared(["a_0_0", "a_1_0"], "train", tags)
+    assert m.tags[0] is tags[0] and m == KVBatchMeta(("a_0_0", "a_1_0"), "train", tags)
+    with pytest.raises(ValueError, match="duplicate"):
+        KVBatchMeta.shared(["a_0_0", "a_0_0"], "train", tags)
+    with pytest.raises(ValueError, match="2 keys but 1 tag"):
+        KVBatchMeta.shared(["a_0_0", "a_1_0"], "train", tags[:1])
+    with pytest.raises(ValueError, match="partition_id"):
+        KVBatchMeta.shared(["a_0_0"], "", tags[:1])
+
+
 def test_chunk_by_count_is_contiguous_and_even():
     m = meta(7)
     chunks = m.chunk(3)
