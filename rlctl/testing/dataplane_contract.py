@@ -14,6 +14,18 @@ Use it from a test module of your backend::
             yield plane
             plane.close()
 
+What a watcher of a partition relies on is the delta contract of ``kv_watch_changes``
+(checked by :class:`~rlctl.testing.dataplane_changes.ListingChangesContract`, this class's
+base): the version moves exactly when the listing changes (a key created, a non-empty tag
+put, a clear); ``kv_watch_changes(partition, since, timeout)`` waits while the version is
+``since`` and answers a ``TagChanges`` of the current version with only what changed since
+``since`` -- each key created or re-tagged with its whole tags, each key cleared -- or a
+snapshot (``complete``) from ``-1``, from a version the plane never issued, or from one older
+than the history it keeps; applied to a copy of the listing at ``since``, it gives ``kv_list``
+of the new version, under concurrent writers too. ``kv_list`` stays the full listing, for
+tools. A plane that keeps ``DataPlaneBase``'s snapshot default sets
+``incremental_changes = False``.
+
 Every test works in its own fresh partition, so ``plane`` may be shared (e.g. a
 session-scoped backend behind a function-scoped fixture). Errors are checked by their type
 (:mod:`rlctl.dataplane.errors`, imported from ``rlctl.dataplane``) and by the ``keys`` /

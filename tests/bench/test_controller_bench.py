@@ -80,8 +80,9 @@ def test_eight_writer_processes_lose_and_duplicate_nothing():
     try:
         load = run_put_load(PutLoadConfig(processes=8, sessions=64, puts=20_480))
     finally:
-        if started:
+        if started is not None:
             import ray
 
             ray.shutdown()
+            started.release()
     assert load["puts"] == 20_480 and load["problems"] == []
