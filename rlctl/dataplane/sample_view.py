@@ -9,8 +9,8 @@ failed and the step waiting for it (if any). Each step counts its incomplete uid
 a step is ready is known in O(1) after any change: a step of N samples costs O(N) however its
 puts arrive. (One object per uid, not a table per concern: at a million samples every object
 a change touches is a cache miss; applying a million changes in random order took 3.6 us a
-key with four tables per uid and takes 3.0 with one object, 1.4 and 0.8 at 1k.) A sampled step's batch holds the tag dicts the plane's answers brought,
-not copies.
+key with four tables per uid and takes 3.0 with one object, 1.4 and 0.8 at 1k.) A sampled
+step's batch holds the tag dicts the plane's answers brought, not copies.
 
 Keys that do not parse as ``{uid}_{session}_{index}`` (prompt markers keyed by their bare
 uid) are not samples and are skipped. Pure bookkeeping: no locking, no I/O.
