@@ -107,7 +107,10 @@ def register_model_engines(register: Callable[..., None]) -> None:
 
     ``target`` builds a :class:`rlctl.engines.train.contract.ModelEngine` for one rank:
     ``target(spec: ModelEngineSpec) -> ModelEngine``; the validated options are
-    ``spec.options_as(MyOptions)``. Metadata: none required.
+    ``spec.options_as(MyOptions)``. Metadata: ``lora`` (bool, default ``False``: it trains
+    ``[model.lora]`` adapters from ``spec.lora`` and implements
+    :class:`rlctl.engines.train.contract.LoRAModelEngine`; a LoRA recipe is refused for the
+    others).
     """
 
 
@@ -140,7 +143,10 @@ def register_weight_syncs(register: Callable[..., None]) -> None:
     state dict, already moved next to the rollout worker) to the engine, using only the
     engine's public methods, and leaves it generating with ``version``. The sync owns its own
     state across calls; an optional ``sync.close()`` runs before the engine closes.
-    Metadata: ``engines`` (tuple of rollout-engine names the method supports).
+    Metadata: ``engines`` (tuple of rollout-engine names the method supports); ``adapters``
+    (bool, default ``False``: ``weights`` may also be LoRA adapters alone, a
+    :class:`rlctl.models.lora.AdapterWeights`, which it has the engine load over its base
+    model: ``[engines.rollout] lora_sync = "adapter"`` needs it).
     """
 
 

@@ -27,9 +27,10 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def read_bytes(path: Path | str) -> bytes:
-    """The bytes of regular file ``path``; :class:`NotARegularFile` for anything else (without
-    blocking), the usual ``OSError`` when it cannot be opened."""
+def read_bytes(path: Path | str, limit: int | None = None) -> bytes:
+    """The bytes of regular file ``path`` (its first ``limit`` bytes, when given: a header);
+    :class:`NotARegularFile` for anything else (without blocking), the usual ``OSError`` when
+    it cannot be opened."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         mode = os.fstat(fd).st_mode
@@ -38,7 +39,7 @@ def read_bytes(path: Path | str) -> bytes:
         os.set_blocking(fd, True)
         with os.fdopen(fd, "rb", closefd=True) as f:
             fd = -1  # the file object owns it now
-            return f.read()
+            return f.read() if limit is None else f.read(limit)
     finally:
         if fd >= 0:
             os.close(fd)

@@ -33,7 +33,8 @@ def summary(loaded) -> str:  # type: ignore[no-untyped-def]
         f"{r.algorithm.prompts_per_step} prompts x {r.algorithm.group_size} = "
         f"{d.samples_per_step} samples/step, {d.optimizer_steps_per_train_step} optimizer "
         f"step{'s' if d.optimizer_steps_per_train_step != 1 else ''}/step, "
-        f"{r.engines.train.backend} x{r.engines.train.ranks} + "
+        f"{r.engines.train.backend} x{r.engines.train.ranks}"
+        f"{f' (LoRA rank {r.model.lora.rank})' if r.model.lora.enabled else ''} + "
         f"{r.engines.rollout.backend}, {r.data_plane.backend} data plane, "
         f"{r.schedule.total_steps} steps"
     )
@@ -64,9 +65,13 @@ def validate(
         say(format_problems(problems))
         raise typer.Exit(EXIT_USAGE)
     from rlctl.algorithms.off_policy import correction_notes
+    from rlctl.trainer.plan import lora_note, plan_of
 
     for note in correction_notes(loaded):
         say(note)
+    note = lora_note(plan_of(loaded))
+    if note is not None:
+        say(f"note: {note}")
     typer.echo(f"ok: {summary(loaded)}")
 
 
@@ -82,10 +87,11 @@ def show(
         typer.Option("--sources", help="Say where each value came from (default, file, env, -s)."),
     ] = False,
 ) -> None:
-    """Print the resolved recipe, its derived numbers and the plan of every step.
+    """Print the resolved recipe, its derived numbers, step plan and placement.
 
     Defaults are filled in; the TOML output is itself a valid recipe, with the derived batch
-    numbers and the step plan (what runs, and why) as trailing comments.
+    numbers, the step plan (what runs, and why) and the placement plan (every worker's node and
+    devices, Ray mode) as trailing comments.
     """
     from rlctl.config.placement import placement_comments, placement_of
     from rlctl.registry import get_registry
@@ -99,8 +105,7 @@ def show(
         out = json.loads(loaded.to_json(with_sources=sources))
         out["plan"] = [{"what": what, "choice": choice, "why": why}
                        for what, choice, why in plan.rows()]
-        out["placement"] = None if placement is None else {
-            "request": placement.request(), "seats": placement.rows()}
+        out["placement"] = None if placement is None else placement.as_json()
         typer.echo(json.dumps(out, indent=2, ensure_ascii=False))
     else:
         typer.echo(loaded.to_toml(with_sources=sources) + plan_comments(plan)

@@ -36,12 +36,18 @@ def _register_export(cli: Any) -> None:
         overwrite: bool = typer.Option(
             False, "--overwrite", help="Replace OUTPUT even if it is not an earlier rlctl export."
         ),
+        merged: bool = typer.Option(
+            False, "--merged", help="LoRA checkpoints: the base model with the adapter merged "
+            "in, as an HF model (default: the adapter in PEFT's format)."
+        ),
     ) -> None:
-        """Write a checkpoint's policy in HF format (safetensors + config + tokenizer).
+        """Write a checkpoint's policy in HF format (safetensors + config + tokenizer); a LoRA
+        run's adapter in PEFT's format (adapter_config.json + adapter_model.safetensors), or
+        with --merged the base model with the adapter merged in.
 
         OUTPUT must be new, empty or an earlier export (which is replaced); any other
         directory is refused unless --overwrite, and a file is always refused."""
-        typer.echo(f"wrote {_export(checkpoint, output, overwrite)}")
+        typer.echo(f"wrote {_export(checkpoint, output, overwrite, merged)}")
 
 
 def _register_report(cli: Any) -> None:
@@ -114,7 +120,7 @@ def _register_runs(cli: Any) -> None:
     cli.add_typer(runs_app, name="runs")
 
 
-def _export(checkpoint: Path, output: Path, overwrite: bool) -> Path:
+def _export(checkpoint: Path, output: Path, overwrite: bool, merged: bool) -> Path:
     """``rlctl export``'s work: the exported directory, or exit 2 (bad input) / 1 (damage, the
     machine) with one line."""
     import typer
@@ -129,7 +135,7 @@ def _export(checkpoint: Path, output: Path, overwrite: bool) -> Path:
         typer.echo(f"error: {still_training(*busy)}", err=True)
         raise typer.Exit(2)
     try:
-        return export_checkpoint(checkpoint, output, overwrite=overwrite)
+        return export_checkpoint(checkpoint, output, overwrite=overwrite, merged=merged)
     except CheckpointDamaged as exc:  # complete, but its files do not match: a run failure
         typer.echo(f"error: the checkpoint is damaged: {exc}", err=True)
         raise typer.Exit(1) from None

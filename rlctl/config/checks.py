@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from rlctl.config.lora_checks import lora_problems
 from rlctl.config.problems import ConfigProblem
 from rlctl.config.recipe import Recipe
 from rlctl.config.reward_checks import sampling_and_reward_problems
@@ -26,6 +27,7 @@ def cross_field_problems(
     problems += _estimator_problems(recipe, registry)
     problems += _batch_problems(recipe, model_parallel)
     problems += _engine_problems(recipe, registry)
+    problems += lora_problems(recipe, registry)
     problems += _logging_problems(recipe)
     problems += sampling_and_reward_problems(recipe, registry)
     return problems

@@ -18,6 +18,10 @@ accelerator (Ray's ``GPU`` resource) or, with ``accelerator = "cpu"``, a CPU cor
 ``colocate`` puts rollout and reward workers on the training devices (they take turns: each
 actor asks Ray for its share of a device); ``split`` gives them devices of their own after
 training's, on the nodes after it when ``resources.rollout_nodes`` says so.
+
+With CPU devices a worker also gets the cores it computes on (:meth:`PlacementPlan.cores_of`):
+its own devices in ``split``; in ``colocate`` the roles take turns, so each role's workers on
+a node share out all the cores the plan uses there.
 """
 
 from __future__ import annotations
@@ -73,6 +77,17 @@ class PlacementPlan:
     def spans_nodes(self, role: Role) -> bool:
         return len({s.node for s in self.of(role)}) > 1
 
+    def cores_of(self, seat: Seat) -> tuple[int, ...]:
+        """The node's cores (device indices) ``seat`` computes on, with CPU devices (see the
+        module docstring)."""
+        if self.placement == "split":
+            return seat.devices
+        peers = [s for s in self.of(seat.role) if s.node == seat.node]
+        used = self.used()[seat.node]
+        i, n = peers.index(seat), len(peers)
+        share = used[i * len(used) // n:(i + 1) * len(used) // n]
+        return tuple(share) or seat.devices  # more workers than cores: their own device
+
     def resource(self) -> str:
         """The Ray resource a device is: ``GPU`` or ``CPU`` (``auto``: decided at start)."""
         return {"gpu": "GPU", "cpu": "CPU"}.get(self.accelerator, "GPU or CPU")
@@ -82,10 +97,39 @@ class PlacementPlan:
         return [f"node {i}: {len(devices)} {self.resource()} (devices {_span(devices)})"
                 for i, devices in enumerate(self.used()) if devices]
 
+    def as_json(self) -> dict[str, object]:
+        """The plan as data (``rlctl config show --format json``)."""
+        return {"placement": self.placement, "accelerator": self.accelerator,
+                "resource": self.resource(),
+                "nodes": [{"node": i, "devices": d} for i, d in enumerate(self.used()) if d],
+                "seats": [{"role": s.role, "rank": s.rank, "node": s.node,
+                           "devices": list(s.devices), "share": s.share} for s in self.seats]}
+
     def rows(self) -> list[str]:
         """One line per worker: role, rank, node, devices and share."""
         return [f"{s.role} {s.rank}: node {s.node}, devices {_span(list(s.devices))}"
                 + (f" (share {s.share:g})" if s.share < 1 else "") for s in self.seats]
+
+
+@dataclass(frozen=True)
+class Placed:
+    """What a worker learns of its seat on the cluster (a worker-constructor argument; the
+    session builds it from the reserved placement, :mod:`rlctl.run.placement`)."""
+
+    role: str
+    rank: int
+    node: int
+    """The plan's node index."""
+    node_address: str
+    """The address of the Ray node the worker runs on."""
+    devices: tuple[str, ...]
+    """The accelerator ids Ray gave the seat (``CUDA_VISIBLE_DEVICES`` entries); empty with
+    CPU devices."""
+    cores: tuple[int, ...]
+    """With CPU devices: the CPU cores (ids on the node) the worker computes on; else empty."""
+    rendezvous_host: str
+    """Where the role's process group meets (rank 0's rendezvous store listens there):
+    loopback when all its ranks share a node, else the address of rank 0's node."""
 
 
 def _span(devices: list[int]) -> str:

@@ -32,6 +32,7 @@ from rlctl.config.algorithm import (  # noqa: F401 - the algorithm's sections, i
     OverlongSection,
     StalenessSection,
 )
+from rlctl.config.lora import LoRASection
 from rlctl.config.section import Options, Section
 from rlctl.config.strict import LAX
 
@@ -106,6 +107,8 @@ class ModelSection(Section):
     tiny: TinyModelSection = TinyModelSection()
     """Architecture of the tiny model (used only when ``path`` is ``"tiny"`` or
     ``"tiny-chat"``)."""
+    lora: LoRASection = LoRASection()
+    """LoRA adapters trained instead of every weight (``rank = 0``, the default: off)."""
 
 
 class CriticSection(Section):
@@ -246,6 +249,9 @@ class RolloutEngineSection(Section):
     """Registered weight-sync method; ``None`` takes the engine's default."""
     weight_sync_options: Options = {}
     """Options of the weight sync (named, or the engine's default), checked by its model."""
+    lora_sync: Literal["adapter", "merged"] = "adapter"
+    """With ``[model.lora]``: ``adapter`` moves only the adapters (the engine loads them),
+    ``merged`` the base weights with the adapters merged in (for engines without adapters)."""
     options: Options = {}
     """Engine options, validated by the engine's option model."""
 
@@ -277,7 +283,9 @@ class ResourcesSection(Section):
     mode: Literal["ray", "local"] = "ray"
     """``ray``: worker groups are Ray actors; ``local``: every role in the controller's process."""
     address: str | None = None
-    """Ray cluster address; ``None`` starts a local cluster bound to loopback."""
+    """Ray cluster to join: ``"auto"``, ``"host:port"`` or ``"ray://host:port"``; ``None``:
+    ``RAY_ADDRESS`` when set (``ray job submit`` sets it), else a private local cluster bound
+    to loopback."""
     num_cpus: PositiveInt | None = None
     """Logical CPUs for a locally started Ray cluster; ``None`` counts the machine's."""
     nodes: PositiveInt = 1

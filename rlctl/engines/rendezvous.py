@@ -52,6 +52,29 @@ def keep_collectives_local(host: str) -> None:
         os.environ.setdefault("NCCL_SOCKET_IFNAME", LOOPBACK_IFNAME)
 
 
+def interface_of(address: str) -> str | None:
+    """The name of this machine's network interface that holds ``address``, if any."""
+    import psutil
+
+    wanted = address.strip("[]")
+    for name, addresses in psutil.net_if_addrs().items():
+        if any(a.address.split("%")[0] == wanted for a in addresses):
+            return name
+    return None
+
+
+def collectives_on(node_address: str) -> None:
+    """For a group that spans nodes: gloo and NCCL open their sockets on the interface that
+    holds this node's cluster address (the one the rendezvous store is reached at), not on
+    whichever interface they would pick first (loopback when the host name resolves there, a
+    management network...). Values already set in the environment win."""
+    name = interface_of(node_address)
+    if name is None:
+        return  # an address of another machine (NAT, a proxy): the libraries' own choice
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", name)
+    os.environ.setdefault("NCCL_SOCKET_IFNAME", name)
+
+
 def _listener(host: str, port: int) -> socket.socket:
     if host.strip("[]") in WILDCARDS:
         raise RuntimeError(

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from rlctl.algorithms.accuracy import accuracy_metrics, accuracy_partials, group_scores
@@ -140,8 +140,7 @@ def _reward_set(loaded: LoadedRecipe) -> Any:
     from rlctl.trainer.worker.reward_sections import effective_rewards
 
     sections = effective_rewards(loaded.recipe, get_registry())
-    options = [loaded.option_kwargs(f"rewards[{i}].options") if loaded.recipe.rewards else {}
-               for i in range(len(sections))]
+    options = [loaded.options_for(f"rewards[{i}].options") for i in range(len(sections))]
     return RewardSet.from_sections(sections, get_registry(), options)
 
 
@@ -151,9 +150,10 @@ def _engine(loaded: LoadedRecipe, evaluated: Any) -> Any:
     from rlctl.trainer.worker.device import pick_device
 
     engine_cls = get_registry().load("rollout_engine", evaluated.engines.rollout.backend)
-    engine = engine_cls(RolloutEngineSpec(
-        recipe=evaluated, device=pick_device(evaluated), seed=evaluated.run.seed,
-        options=loaded.options_for("engines.rollout.options")))
+    spec = RolloutEngineSpec.from_loaded(loaded, device=pick_device(evaluated))
+    # the model evaluated, not the recipe's (same architecture); all its replicas, one worker
+    engine = engine_cls(replace(spec, model=evaluated.model,
+                                replicas=evaluated.engines.rollout.replicas))
     engine.load()
     return engine
 

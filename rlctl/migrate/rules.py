@@ -44,7 +44,8 @@ def perf(pattern: str, values: tuple[Any, ...], reason: str) -> Rule:
 
 
 OFF = (None, False, 0, "", {}, [])
-LORA = "LoRA: rlctl trains all weights"
+MEGATRON_LORA = ("verl's Megatron LoRA (model.lora.*, Megatron module names): rlctl's megatron "
+                 "engine has no LoRA path (its fsdp engine trains LoRA from model.lora_rank)")
 NOTHING = "no effect in rlctl"
 
 RULES: tuple[Rule, ...] = (
@@ -139,13 +140,16 @@ RULES: tuple[Rule, ...] = (
     drop("*.tau_neg", "used only by sapo"),
     drop("*.use_kl_loss", "a per-role copy"),
     # model
-    only("*.lora_rank", (0,), LORA),
+    # (the actor's lora_rank > 0 is mapped to [model.lora] by translate_lora)
+    drop("actor_rollout_ref.model.lora_rank", "LoRA is off"),
+    only("critic.model.lora_rank", (0,), "LoRA on the critic: rlctl's critic trains every "
+         "weight"),
     drop("*.lora_alpha", "LoRA is off"),
     drop("*.target_modules", "LoRA is off"),
     drop("*.exclude_modules", "LoRA is off"),
     drop("*.lora_adapter_path", "LoRA is off"),
-    only("*.model.lora.rank", (0,), LORA),
-    drop("*.model.lora.*", "LoRA is off"),
+    only("*.model.lora.rank", (0,), MEGATRON_LORA),
+    drop("*.model.lora.*", "verl's Megatron LoRA is off"),
     only("*.model.custom_chat_template", (None,), "a chat template other than the tokenizer's "
          "changes the prompts"),
     only("*.model.external_lib", (None,), "Python imported into verl's workers"),

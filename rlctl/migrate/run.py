@@ -28,6 +28,7 @@ from rlctl.migrate.translate_engines import (
     translate_run,
     translate_schedule,
 )
+from rlctl.migrate.translate_lora import translate_lora
 from rlctl.migrate.translate_optim import put_optim, read_optim, translate_critic
 from rlctl.migrate.translate_reward_model import reward_keys, translate_reward_model
 from rlctl.migrate.verl_config import Override, VerlConfigError, load_verl_config
@@ -153,6 +154,7 @@ def migrate(inputs: Inputs) -> Migration:
         translate_rollout(lg, layout)
         log_prob_micro(lg, batch.data_parallel_size if batch else layout.world)
     translate_model(lg)
+    translate_lora(lg)
     reward = reward_keys(lg)
     reward_model = translate_reward_model(lg, reward)
     translate_data(lg, list(inputs.rewards), names["reward_function"], reward_model, reward.custom)

@@ -23,6 +23,10 @@ TINY_CHAT = "tiny-chat"
 
 SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 MARKUP = ("<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>")
+CHAT_VOCAB: tuple[str, ...] = (
+    *SPECIALS, *MARKUP, "<unk>", *(c for c in string.printable if c not in "\t\r\x0b\x0c"))
+"""The chat tokenizer's vocabulary, in id order: printable ASCII and newline, one token per
+character, after the ChatML specials and markup."""
 
 CHAT_TEMPLATE = (
     "{% if tools %}<|im_start|>system\n# Tools"
@@ -47,8 +51,7 @@ def build_chat_tokenizer() -> PreTrainedTokenizerFast:
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    chars = [c for c in string.printable if c not in "\t\r\x0b\x0c"]
-    vocab = {tok: i for i, tok in enumerate([*SPECIALS, *MARKUP, "<unk>", *chars])}
+    vocab = {tok: i for i, tok in enumerate(CHAT_VOCAB)}
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Split(Regex(""), behavior="isolated")
     tok.decoder = decoders.Fuse()

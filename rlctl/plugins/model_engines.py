@@ -24,13 +24,14 @@ def register_model_engines(register) -> None:  # type: ignore[no-untyped-def]
         "rlctl.engines.train.fsdp.engine:FSDPEngine",
         options=FSDPOptions,
         description="torch FSDP2 (fully_shard): gloo on CPU, NCCL on GPU; actor, ref and critic",
+        lora=True,  # trains [model.lora] adapters (peft) instead of every weight
     )
     register(
         "megatron",
         "rlctl.engines.train.megatron.engine:MegatronEngine",
         options=MegatronOptions,
         description="Megatron-core TP/PP/DP (pip install megatron-core==0.16.1); actor, ref, "
-                    "critic",
+                    "critic; every weight trains (no LoRA)",
     )
 
 

@@ -1,7 +1,8 @@
 """Built-in weight-sync methods (actor weights -> rollout engines).
 
 Each is ``sync(weights, engine, version)``; its options are
-``[engines.rollout.weight_sync_options]``, validated by the model registered here.
+``[engines.rollout.weight_sync_options]``, validated by the model registered here. All three
+also move LoRA adapters alone (``adapters=True``: ``[engines.rollout] lora_sync = "adapter"``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ def register_weight_syncs(register) -> None:  # type: ignore[no-untyped-def]
         options=InProcessOptions,
         description="copy the actor's exported weights into a rollout engine in the same process",
         engines=("hf",),
+        adapters=True,  # LoRA adapters: engine.update_adapter
     )
     register(
         "vllm",
@@ -29,6 +31,7 @@ def register_weight_syncs(register) -> None:  # type: ignore[no-untyped-def]
         description="vLLM weight-transfer lifecycle: pause -> start -> update per bucket (file, "
         "http_bytes; nccl/ipc on CUDA) -> finish -> resume; or collective_rpc reload_weights",
         engines=("vllm",),
+        adapters=True,  # LoRA adapters: /v1/load_lora_adapter
     )
     register(
         "sglang",
@@ -37,4 +40,5 @@ def register_weight_syncs(register) -> None:  # type: ignore[no-untyped-def]
         description="SGLang /update_weights_from_tensor | _distributed | _disk inside "
                     "begin/end_weight_update",
         engines=("sglang",),
+        adapters=True,  # LoRA adapters: /load_lora_adapter (CUDA builds: docs/lora.md)
     )

@@ -137,6 +137,30 @@ class Run:
         }
         atomic_write_text(self.run_dir / "run_info.json", json.dumps(info, indent=2))
 
+    def write_placement(self, session: Any) -> None:
+        """``placement.json`` (every worker's seat and what its process reports) and one
+        line per worker on stderr; nothing in ``--local`` (one process)."""
+        from rlctl.checkpoint.atomic import atomic_write_text
+
+        rows = session.whereabouts()
+        if not rows:
+            return
+        atomic_write_text(self.run_dir / "placement.json", json.dumps(rows, indent=2))
+        if self.quiet:
+            return
+        from rich.markup import escape
+
+        from rlctl.sinks.console import console_for
+
+        for row in rows:
+            seen = row["reported"]
+            devices = ",".join(row["devices"]) or "-"
+            console_for("stderr").print(escape(
+                f"placed: {row['role']} {row['rank']} on {row['node_address']} "
+                f"({seen['host']}, pid {seen['pid']}), {row['resource']} {devices}"
+                + (f" (share {row['share']:g})" if row["share"] < 1 else "")),
+                highlight=False, soft_wrap=True)
+
     def execute(self) -> None:
         from rlctl.run.run_dir import RunDirectory
 
@@ -166,6 +190,7 @@ class Run:
             # run directory change.
             claim.mark_started()
             self.write_run_info()
+            self.write_placement(session)
             sink_options = {name: self.loaded.options_for(f"logging.sink_options.{name}")
                             for name in self.recipe.logging.sinks}
             logger = MetricLogger.from_recipe(self.recipe, self.run_dir, quiet=self.quiet,

@@ -17,23 +17,40 @@ import secrets
 
 from rlctl.run.ray_dirs import RunDir
 
-# Environment every process of a run needs on a CPU box. Set before Ray starts so that the
-# raylet, the workers and transferqueue's ZMQ sockets inherit it.
-LOOPBACK_ENV = {
-    # Ray binds to the machine IP by default; this keeps every socket on 127.0.0.1.
-    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+# Environment every process of a run needs, wherever it runs. Set before Ray starts so that
+# the raylet, the workers and transferqueue's ZMQ sockets inherit it.
+RUN_ENV = {
     "RAY_DEDUP_LOGS": "0",
     "TQ_LOGGING_LEVEL": "ERROR",
-    "GLOO_SOCKET_IFNAME": "lo",
     "TOKENIZERS_PARALLELISM": "false",
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
 }
+# And for a cluster rlctl starts on this machine: every socket on loopback. Not when joining
+# a cluster (``resources.address``): its nodes reach each other at their own addresses, and
+# gloo / NCCL follow the rendezvous address's interface (rlctl.engines.rendezvous).
+LOOPBACK_ENV = {
+    # Ray binds to the machine IP by default; this keeps every socket on 127.0.0.1.
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    "GLOO_SOCKET_IFNAME": "lo",
+}
 
 
-def apply_loopback_env() -> None:
-    """Export :data:`LOOPBACK_ENV` into this process (values already set win)."""
-    for key, value in LOOPBACK_ENV.items():
+def cluster_address(address: str | None) -> str | None:
+    """The cluster a run joins: ``resources.address``, else ``RAY_ADDRESS`` (what ``ray job
+    submit`` sets for its driver, and what Ray's own tools read); ``None``: start a private
+    local cluster."""
+    return address or os.environ.get("RAY_ADDRESS") or None
+
+
+def run_env(*, joining: bool) -> dict[str, str]:
+    """The variables :func:`apply_run_env` sets (``joining``: a cluster at an address)."""
+    return dict(RUN_ENV) if joining else {**RUN_ENV, **LOOPBACK_ENV}
+
+
+def apply_run_env(*, joining: bool = False) -> None:
+    """Export :func:`run_env` into this process (values already set win)."""
+    for key, value in run_env(joining=joining).items():
         os.environ.setdefault(key, value)
 
 
@@ -52,7 +69,7 @@ def start_ray(*, address: str | None, num_cpus: int | None, worker_logs: bool = 
     forward what Ray's worker processes print to this terminal (Ray mode, where they are the
     run's workers); ``--local`` passes False, its only Ray processes being the data plane's.
     """
-    apply_loopback_env()
+    apply_run_env(joining=bool(address))
     import ray
 
     if ray.is_initialized():
@@ -62,7 +79,8 @@ def start_ray(*, address: str | None, num_cpus: int | None, worker_logs: bool = 
         from rlctl.run.ray_address import check_cluster_address
 
         check_cluster_address(address)
-        ray.init(address=address, **quiet)
+        # The workers on every node get the run's settings (not the loopback ones).
+        ray.init(address=address, runtime_env={"env_vars": run_env(joining=True)}, **quiet)
         return True
     from rlctl.run.ray_dirs import clean_stale_runs, new_run_dir, private_base
 
@@ -80,7 +98,7 @@ def start_ray(*, address: str | None, num_cpus: int | None, worker_logs: bool = 
             _temp_dir=str(run_dir.path),
             # Small object store: tensors of one step, not a dataset. 30% of RAM is the default.
             object_store_memory=min(2 * 1024**3, _ram_bytes() // 8),
-            runtime_env={"env_vars": {k: os.environ[k] for k in LOOPBACK_ENV}},
+            runtime_env={"env_vars": {k: os.environ[k] for k in run_env(joining=False)}},
             **quiet,
         )
     except BaseException:

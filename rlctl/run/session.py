@@ -1,9 +1,11 @@
 """Building and tearing down everything a run needs, in one order whatever the mode.
 
-Ray (when a worker group or the data plane needs it) -> the data plane -> the step plan -> the
-worker groups (training, rollout, reward models) -> the prompt feeders -> the rollout
-producers -> the trainer, then the rollout engines get the actor's initial weights. ``ray``
-mode runs every group as Ray actors (Ray started on loopback when no address is given);
+Ray (when a worker group or the data plane needs it) -> the placement (Ray mode: the plan's
+devices reserved as one placement group, :mod:`rlctl.run.placement`) -> the data plane -> the
+step plan -> the worker groups (training, rollout, reward models; each worker in its seat) ->
+the prompt feeders -> the rollout producers -> the trainer, then the rollout engines get the
+actor's initial weights. ``ray`` mode runs every group as Ray actors (Ray started on loopback
+when no address is given);
 ``local`` mode runs each role's one rank as an object in the controller's process: the same
 worker classes, the same start (:func:`start_worker_group`) and the same controller code, so
 a breakpoint in a loss works.
@@ -13,11 +15,15 @@ from __future__ import annotations
 
 import os
 from contextlib import ExitStack
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from rlctl.config.loaded import LoadedRecipe
+from rlctl.config.placement import Role
 from rlctl.plugin_parity import PluginPin, plugin_pins
 from rlctl.trainer.controller.worker_group import TrafficMeter, WorkerGroup, start_worker_group
+
+if TYPE_CHECKING:
+    from rlctl.run.placement import ClusterPlacement
 
 TRAIN, VAL = "train", "val"
 
@@ -45,6 +51,8 @@ class Session:
         self.reward: WorkerGroup | None = None  # started only when a reward is a model
         self.plugins: tuple[PluginPin, ...] = ()
         """What every Ray worker must have (:mod:`rlctl.plugin_parity`); none in --local."""
+        self.placement: ClusterPlacement | None = None
+        """Where every worker runs (Ray mode); ``None`` in --local."""
 
     def __enter__(self) -> Self:
         try:
@@ -67,6 +75,7 @@ class Session:
         # Ray workers must have the plugins this process loaded; --local ranks share them.
         self.plugins = () if self.in_process else plugin_pins(registry)
         self._start_ray(registry)
+        self._reserve(registry)
         self.plane = self._open_plane()
         self.policy = policy_of(self.loaded)
         self.plan = build_plan(self.loaded, registry, self.policy)
@@ -85,19 +94,44 @@ class Session:
 
     def _start_ray(self, registry: Any) -> None:
         """Start (or join) Ray when a worker group or the data plane needs it."""
-        from rlctl.run.runtime import apply_loopback_env, start_ray, stop_ray
+        from rlctl.run.runtime import apply_run_env, cluster_address, start_ray, stop_ray
 
-        apply_loopback_env()
+        resources = self.recipe.resources
+        address = cluster_address(resources.address)
+        apply_run_env(joining=address is not None)
         plane = registry.get("data_plane", self.recipe.data_plane.backend)
         if self.in_process and not plane.metadata.get("multi_process", False):
             return
-        resources = self.recipe.resources
-        if start_ray(address=resources.address, num_cpus=resources.num_cpus,
+        if start_ray(address=address, num_cpus=resources.num_cpus,
                      worker_logs=not self.in_process):
             self.stack.callback(stop_ray)
         from rlctl.run.signals import reinstall
 
         reinstall()  # ray.init took SIGTERM over (stack dump + abort): a run stops cleanly
+
+    def _reserve(self, registry: Any) -> None:
+        """Ray mode: reserve the placement plan's devices (bounded by
+        ``schedule.start_timeout_s``; released when the session closes)."""
+        if self.in_process:
+            return
+        from rlctl.config.placement import placement_of
+        from rlctl.run.placement import reserve
+
+        plan = placement_of(self.recipe, registry,
+                            self.loaded.options_for("engines.rollout.options"))
+        self.placement = reserve(plan, timeout_s=self.recipe.schedule.start_timeout_s)
+        self.stack.callback(self.placement.release)
+
+    def whereabouts(self) -> list[dict[str, Any]]:
+        """Every worker's seat and what its process reports (``placement.json``)."""
+        if self.placement is None:
+            return []
+        from rlctl.trainer.worker.contract import Worker
+
+        groups = [g for g in (self.train, self.rollout, self.reward) if g is not None]
+        reported = [row for g in groups for row in g.call(Worker.whereabouts)]
+        return [dict(seat, reported=seen)
+                for seat, seen in zip(self.placement.rows(), reported, strict=True)]
 
     def _open_plane(self) -> Any:
         from rlctl.dataplane import open_data_plane
@@ -108,21 +142,24 @@ class Session:
         return plane
 
     # ------------------------------------------------------------------ worker groups
-    def _group(self, name: str, worker_cls: type, per_rank: list[dict[str, Any]]) -> WorkerGroup:
-        """Start one role's ranks (Ray actors, or in this process); closed with the session."""
+    def _group(self, role: Role, worker_cls: type, per_rank: list[dict[str, Any]]
+               ) -> WorkerGroup:
+        """Start one role's ranks (Ray actors, each in its seat; or in this process); closed
+        with the session."""
         schedule = self.recipe.schedule
-        group = start_worker_group(name, worker_cls, per_rank, self.meter,
+        options = None
+        if self.placement is not None:
+            seats = self.placement.plan.of(role)
+            options = [self.placement.actor_options(seat) for seat in seats]
+            per_rank = [dict(kw, placed=self.placement.placed(seat))
+                        for kw, seat in zip(per_rank, seats, strict=True)]
+        group = start_worker_group(role, worker_cls, per_rank, self.meter,
                                    in_process=self.in_process,
                                    start_timeout=schedule.start_timeout_s,
-                                   timeout=schedule.phase_timeout_s, plugins=self.plugins)
+                                   timeout=schedule.phase_timeout_s, plugins=self.plugins,
+                                   actor_options=options)
         self.stack.callback(group.shutdown)
         return group
-
-    def _threads(self, ranks: int) -> int | None:
-        """Torch threads of each of ``ranks`` worker processes: the cores shared out (ranks
-        of a role run in parallel; rollout runs while training ranks idle, so it may use every
-        core). In one process the session sets them once, for every role."""
-        return None if self.in_process else max((os.cpu_count() or 1) // ranks, 1)
 
     def _start_groups(self, registry: Any) -> None:
         from rlctl.trainer.worker.reward_worker import RewardWorker
@@ -137,15 +174,12 @@ class Session:
         common = {"loaded": self.loaded, "plane": self.plane}
         ranks = engines.train.ranks
         self.train = self._group("train", TrainingWorker, [
-            dict(common, plan=self.plan, rank=r, world_size=ranks,
-                 threads=self._threads(ranks)) for r in range(ranks)])
-        workers = engines.rollout.agent_workers
+            dict(common, plan=self.plan, rank=r, world_size=ranks) for r in range(ranks)])
         self.rollout = self._group("rollout", RolloutWorker, [
-            dict(common, rank=r, threads=self._threads(workers)) for r in range(workers)])
+            dict(common, rank=r) for r in range(engines.rollout.agent_workers)])
         if uses_reward_models(self.loaded, registry):
-            count = engines.reward.workers
             self.reward = self._group("reward", RewardWorker, [
-                dict(common, rank=r, threads=self._threads(count)) for r in range(count)])
+                dict(common, rank=r) for r in range(engines.reward.workers)])
 
     # ------------------------------------------------------------------ the controller
     def _build_trainer(self, registry: Any) -> None:

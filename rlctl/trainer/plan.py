@@ -1,13 +1,15 @@
 """The shape of every training step, decided once: :class:`StepPlan`.
 
-Which roles run, where the old log-probs come from (their own forward pass, or the update's
-forward), where the advantages are computed (their own phase, or inside the actor update),
-where the KL to the reference enters, which off-policy correction weighs the loss, the
-sampling temperature the trainer scores with, and where the rollout-vs-trainer probability
-gap is measured. Each choice is made here, from the loaded recipe, the registry and the
-staleness policy, with the reason for it; the controller's step and every training worker
-read the same frozen plan (workers receive it once, at start), and ``rlctl config show``
-prints it. Nothing here imports torch or Ray.
+Which roles run, what trains (every weight, or LoRA adapters), where the KL reference comes
+from (a copy of its own, or the actor's module with its adapters off), what the weight sync
+moves (full weights, the adapters, or the adapters merged in), where the old log-probs come
+from (their own forward pass, or the update's forward), where the advantages are computed
+(their own phase, or inside the actor update), where the KL to the reference enters, which
+off-policy correction weighs the loss, the sampling temperature the trainer scores with, and
+where the rollout-vs-trainer probability gap is measured. Each choice is made here, from the
+loaded recipe, the registry and the staleness policy, with the reason for it; the controller's
+step and every training worker read the same frozen plan (workers receive it once, at
+start), and ``rlctl config show`` prints it. Nothing here imports torch or Ray.
 
 Why the old log-prob pass can be skipped: the old log-probs are the policy's log-probs of the
 step's samples before this step's update. With one epoch and one minibatch the update's single
@@ -48,8 +50,17 @@ class StepPlan:
     """How every step of this run executes (see the module docstring)."""
 
     roles: tuple[Role, ...]
-    """Training roles the training workers host: the actor, the reference when a KL to it
-    enters, the critic when enabled."""
+    """Training engines the training workers host: the actor, the reference when a KL to it
+    enters and it is a copy of its own (full fine-tuning), the critic when enabled."""
+    trained: Choice
+    """``all weights`` or ``lora`` (``[model.lora]``: adapters only); why: the count."""
+    reference: Choice
+    """Where the KL reference's log-probs come from: ``none`` (no KL), ``ref`` (a frozen copy
+    of the initial policy, its own engine) or ``base`` (the actor's module with its LoRA
+    adapters off: the base model, no second copy of the weights)."""
+    weights: Choice
+    """What the weight sync moves: ``full`` (every weight trains), ``adapter`` (the LoRA
+    adapters only) or ``merged`` (full weights, the adapters merged in)."""
     old_log_probs: Choice
     """``pass`` (their own forward before the update) or ``update`` (the update's forward)."""
     advantages: Choice
@@ -68,6 +79,11 @@ class StepPlan:
     and at least as many groups per step as data-parallel ranks)."""
     critic_warmup_steps: int
     """Steps that train only the critic before the actor's first update."""
+
+    @property
+    def has_reference(self) -> bool:
+        """Whether a KL to the reference enters (its log-probs are computed every step)."""
+        return self.reference.value != "none"
 
     @property
     def old_log_prob_pass(self) -> bool:
@@ -94,6 +110,9 @@ class StepPlan:
         fixed = self.correction
         return [
             ("roles", ", ".join(self.roles), _roles_why(self.roles)),
+            ("trained", self.trained.value, self.trained.why),
+            ("reference", self.reference.value, self.reference.why),
+            ("weight sync", self.weights.value, self.weights.why),
             ("old log-probs", self.old_log_probs.value, self.old_log_probs.why),
             ("advantages", self.advantages.value, self.advantages.why),
             ("kl", self.kl.value, self.kl.why),
@@ -120,19 +139,34 @@ def plan_comments(plan: StepPlan) -> str:
         "\n".join(lines) + "\n"
 
 
+def lora_note(plan: StepPlan) -> str | None:
+    """What LoRA changes in this run, for ``rlctl config validate`` (``None``: no LoRA)."""
+    if plan.trained.value != "lora":
+        return None
+    reference = {"base": "the KL reference is the base model (the actor's module with its "
+                         "adapters off)", "none": "no KL reference"}[plan.reference.value]
+    moved = {"adapter": "the weight sync moves the adapters only",
+             "merged": "the weight sync moves full weights with the adapters merged in"}
+    return f"LoRA: {plan.trained.why}; {reference}; {moved[plan.weights.value]}"
+
+
 def build_plan(loaded: LoadedRecipe, registry: Any, policy: Any) -> StepPlan:
     """The plan of ``loaded``; ``policy``: its staleness policy (the bound decides whether
     samples can be off-policy)."""
     recipe = loaded.recipe
     alg = recipe.algorithm
     correction = resolve_correction(alg.correction, max_staleness=policy.max_staleness)
+    reference = _reference(loaded)
     roles: list[Role] = ["actor"]
-    if alg.kl.apply_in != "none":
+    if reference.value == "ref":
         roles.append("ref")  # the reference is the frozen initial policy
     if recipe.critic.enabled:
         roles.append("critic")
     return StepPlan(
         roles=tuple(roles),
+        trained=_trained(loaded),
+        reference=reference,
+        weights=_weights(loaded),
         old_log_probs=_old_log_probs(loaded, registry, policy, correction),
         advantages=_advantages(loaded),
         kl=_kl(alg.kl.apply_in),
@@ -187,6 +221,41 @@ def _advantages(loaded: LoadedRecipe) -> Choice:
                                "data-parallel ranks whole groups")
     return Choice("update", "no critic: the actor update computes them from its own read of "
                             "group-whole shards")
+
+
+def _trained(loaded: LoadedRecipe) -> Choice:
+    from rlctl.models.param_count import trained_parameters
+
+    model = loaded.recipe.model
+    count = trained_parameters(model)
+    told = count if isinstance(count, str) else count.describe()
+    if not model.lora.enabled:
+        return Choice("all weights", f"full fine-tuning: {told}")
+    lora = model.lora
+    modules = "" if isinstance(count, str) else f" on {count.adapted} modules"
+    return Choice("lora", f"[model.lora] rank {lora.rank}, alpha {lora.alpha:g}{modules}: "
+                          f"{told} train, the rest stays frozen")
+
+
+def _reference(loaded: LoadedRecipe) -> Choice:
+    recipe = loaded.recipe
+    if recipe.algorithm.kl.apply_in == "none":
+        return Choice("none", "algorithm.kl.in = \"none\": no reference policy")
+    if recipe.model.lora.enabled:
+        return Choice("base", "the actor's module with its LoRA adapters off: the base model, "
+                              "no second copy of the weights")
+    return Choice("ref", "a frozen copy of the initial policy (its own engine)")
+
+
+def _weights(loaded: LoadedRecipe) -> Choice:
+    recipe = loaded.recipe
+    if not recipe.model.lora.enabled:
+        return Choice("full", "every weight trains: the full weights move")
+    if recipe.engines.rollout.lora_sync == "adapter":
+        return Choice("adapter", "engines.rollout.lora_sync = \"adapter\": only the LoRA "
+                                 "adapters move; the rollout engine loads them")
+    return Choice("merged", "engines.rollout.lora_sync = \"merged\": full weights with the "
+                            "adapters merged in")
 
 
 def _kl(apply_in: str) -> Choice:

@@ -114,6 +114,14 @@ num_key_value_heads = 2
 head_dim = 16
 max_position_embeddings = 512
 
+[model.lora]
+rank = 0
+alpha = 16.0
+dropout = 0.0
+target_modules = "all-linear"
+exclude_modules = []
+trainable_modules = []
+
 [critic]
 enabled = false
 lr = 1e-05
@@ -217,6 +225,7 @@ backend = "hf"
 replicas = 1
 agent_workers = 1
 weight_sync_options = {}
+lora_sync = "adapter"
 options = {}
 
 [engines.reward]
@@ -230,6 +239,7 @@ options = {}
 mode = "ray"
 nodes = 1
 devices_per_node = 2
+accelerator = "auto"
 placement = "colocate"
 
 [schedule]
@@ -258,12 +268,20 @@ progress = true
 #   optimizer_steps_per_train_step = 2
 # plan of every step (decided from the values above; docs/trainer.md):
 #   roles = actor, ref  (actor: the policy trained; ref: the frozen initial policy the KL is taken to)
+#   trained = all weights  (full fine-tuning: 76,160 of 76,160 parameters (100%))
+#   reference = ref  (a frozen copy of the initial policy (its own engine))
+#   weight sync = full  (every weight trains: the full weights move)
 #   old log-probs = pass  (1 epoch(s) x 2 minibatch(es): later ones are off-policy)
 #   advantages = update  (no critic: the actor update computes them from its own read of group-whole shards)
 #   kl = loss  (a k-estimated KL term in the actor loss, times the KL coefficient)
 #   off-policy correction = none  (samples are on-policy, or [algorithm.correction] method = "none")
 #   temperature = 1  (the rollout's sampling temperature (0, greedy, is scored at 1))
 #   rollout-vs-trainer gap = old log-prob pass  (measured in the first forward over the step's samples with the step's weights)
+# placement (colocate; a device is a GPU when the cluster has GPUs, else a CPU core):
+#   asks the cluster for node 0: 2 GPU or CPU (devices 0,1)
+#   train 0: node 0, devices 0 (share 0.5)
+#   train 1: node 0, devices 1
+#   rollout 0: node 0, devices 0 (share 0.5)
 """)
     assert Recipe.model_validate(tomllib.loads(result.stdout)).run.name == "small"
 
@@ -275,9 +293,12 @@ def test_show_sources_marks_where_values_came_from(rlctl) -> None:  # type: igno
     assert picked == snapshot(['name = "small"                          # tests/cli/recipes/small.toml', 'epochs = 2                              # -s algorithm.epochs=2', 'in = "loss"                             # tests/cli/recipes/small.toml', 'top_p = 1.0                             # default'])
 
 
-def test_show_json_has_recipe_derived_and_plan(rlctl) -> None:  # type: ignore[no-untyped-def]
+def test_show_json_has_recipe_derived_plan_and_placement(rlctl) -> None:  # type: ignore[no-untyped-def]
     out = json.loads(rlctl("config", "show", SMALL, "--format", "json").stdout)
-    assert set(out) == {"recipe", "derived", "plan"}
+    assert set(out) == {"recipe", "derived", "plan", "placement"}
+    assert out["placement"]["nodes"] == [{"node": 0, "devices": [0, 1]}]
+    assert [(s["role"], s["devices"], s["share"]) for s in out["placement"]["seats"]] == [
+        ("train", [0], 0.5), ("train", [1], 1.0), ("rollout", [0], 0.5)]
     assert {row["what"]: row["choice"] for row in out["plan"]}["old log-probs"] == "pass"
     assert out["recipe"]["algorithm"]["kl"]["in"] == "loss"  # the alias, not apply_in
     assert out["derived"] == snapshot({'samples_per_step': 32, 'prompts_per_minibatch': 4, 'minibatch_size': 16, 'data_parallel_size': 2, 'minibatch_size_per_rank': 8, 'micro_batches_per_rank': 2, 'grad_accumulation_steps': 2, 'optimizer_steps_per_train_step': 2})

@@ -57,7 +57,7 @@ Options:
 
 Commands:
   validate  Check recipes and report every problem.
-  show      Print the resolved recipe, its derived numbers and the plan of...
+  show      Print the resolved recipe, its derived numbers, step plan and...
   schema    Print the recipe's JSON Schema, plugin options included.
   migrate   Turn a verl config plus the overrides of its launch script into...
 """)
@@ -93,11 +93,11 @@ def test_config_show_help(core_app) -> None:  # type: ignore[no-untyped-def]
     assert help_of(core_app, "config", "show") == snapshot("""\
 Usage: rlctl config show [OPTIONS] {RECIPE}...
 
-  Print the resolved recipe, its derived numbers and the plan of every step.
+  Print the resolved recipe, its derived numbers, step plan and placement.
 
   Defaults are filled in; the TOML output is itself a valid recipe, with the
-  derived batch numbers and the step plan (what runs, and why) as trailing
-  comments.
+  derived batch numbers, the step plan (what runs, and why) and the placement
+  plan (every worker's node and devices, Ray mode) as trailing comments.
 
 Arguments:
   RECIPE <list[Path]>  Recipe TOML files; later files override earlier ones

@@ -824,7 +824,6 @@ error: cannot migrate faithfully (3 problems); nothing written:
         ("actor_rollout_ref.actor.kl_loss_type=k3+", "actor_rollout_ref.actor.kl_loss_type"),
         ("actor_rollout_ref.actor.ppo_mini_batch_size=300", "actor_rollout_ref.actor.ppo_mini_batch_size"),
         ("algorithm.use_kl_in_reward=true", "actor_rollout_ref.actor.use_kl_loss"),
-        ("actor_rollout_ref.model.lora_rank=16", "actor_rollout_ref.model.lora_rank"),
         ("actor_rollout_ref.actor.optim.lr_warmup_steps=10", "actor_rollout_ref.actor.optim.lr_warmup_steps"),
         ("+actor_rollout_ref.actor.brand_new=3", "actor_rollout_ref.actor.brand_new"),
     ],

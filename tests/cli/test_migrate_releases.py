@@ -138,8 +138,9 @@ def test_a_users_own_config_is_diffed_against_the_closest_release(rlctl, tmp_pat
                    str(FIX / "verl-main/grpo_qwen3-8b_fsdp.sh"), *COMMON, "-o", str(out), code=2)
     assert "closest verl release: main@1dda039b (2 leaves of the YAML differ from its defaults" \
         in result.stdout
-    assert " y actor_rollout_ref.model.lora.rank = 16: 16: LoRA: rlctl trains all weights, " \
-        "which rlctl cannot reproduce" in result.stdout
+    assert " y actor_rollout_ref.model.lora.rank = 16: 16: verl's Megatron LoRA (model.lora.*, " \
+        "Megatron module names): rlctl's megatron engine has no LoRA path (its fsdp engine " \
+        "trains LoRA from model.lora_rank), which rlctl cannot reproduce" in result.stdout
     assert "fix: set it back to 0 in the YAML, or keep this run on verl" in result.stderr
     assert _problem_keys(result.stderr.split("nothing written:", 1)[1]) == [
         "actor_rollout_ref.model.lora.rank"]

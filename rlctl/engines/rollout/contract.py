@@ -9,6 +9,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from rlctl.config.lora import LoRASection
 from rlctl.config.plugin_options import OptionsSpec
 from rlctl.config.recipe import ModelSection
 
@@ -115,6 +116,10 @@ class RolloutEngineSpec(OptionsSpec):
     update this engine (``None``: none given). An engine whose servers must start ready for
     one transfer reads them (vLLM's ``--weight-transfer-config``); the sync itself gets the
     same object."""
+    lora_adapters: LoRASection | None = None
+    """The policy's ``[model.lora]`` when the weight sync moves LoRA adapters (``[engines.rollout]
+    lora_sync = "adapter"``): the engine serves the base model plus the adapters each sync
+    loads (server engines start able to load adapters of this rank); ``None``: full weights."""
 
     @classmethod
     def from_loaded(cls, loaded: LoadedRecipe, *, rank: int = 0,
@@ -127,6 +132,7 @@ class RolloutEngineSpec(OptionsSpec):
             device=device, replicas=replicas_per_worker(recipe),
             partial_rollout=recipe.algorithm.staleness.partial_rollout == "resume",
             weight_sync_options=loaded.options_for("engines.rollout.weight_sync_options"),
+            lora_adapters=adapter_sync_of(recipe),
             options=loaded.options_for(cls.options_key),
         )
 
@@ -135,6 +141,12 @@ def replicas_per_worker(recipe: Recipe) -> int:
     """The engine replicas one rollout worker runs: ``replicas / agent_workers`` (at least 1)."""
     rollout = recipe.engines.rollout
     return max(rollout.replicas // rollout.agent_workers, 1)
+
+
+def adapter_sync_of(recipe: Recipe) -> LoRASection | None:
+    """``[model.lora]`` when the run syncs LoRA adapters only, else ``None``."""
+    lora = recipe.model.lora
+    return lora if lora.enabled and recipe.engines.rollout.lora_sync == "adapter" else None
 
 
 class RolloutEngine(ABC):
@@ -206,7 +218,9 @@ class WeightSync(ABC):
     rollout worker; ``options``: the validated ``[engines.rollout.weight_sync_options]``).
 
     ``sync(weights, engine, version)`` applies the actor's exported full weights (a state
-    dict, already next to the rollout worker) to ``engine`` through its public methods and
+    dict, already next to the rollout worker; with LoRA and ``lora_sync = "adapter"``, for a
+    sync registered with ``adapters=True``, the adapters alone: an
+    :class:`~rlctl.models.lora.AdapterWeights`) to ``engine`` through its public methods and
     leaves it generating with ``version``; the rollout worker runs it inside the engine's
     :meth:`RolloutEngine.weight_update` window. A sync keeps its own state across calls.
     """

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from rlctl.config.algorithm import OptimSection
+from rlctl.config.lora import LoRASection
 from rlctl.config.plugin_options import OptionsSpec
 from rlctl.config.recipe import ModelSection
 
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 
     from rlctl.config.loaded import LoadedRecipe
     from rlctl.engines.train.batch import ModelBatch
+    from rlctl.models.lora import AdapterWeights
 
 Role = Literal["actor", "ref", "critic"]
 
@@ -72,6 +74,11 @@ class ModelEngineSpec(OptionsSpec):
     """Samples per forward of a log-prob or value pass."""
     entropy_in_loss: bool = False
     """The actor loss has an entropy bonus: the update's entropy needs its gradient."""
+    lora: LoRASection | None = None
+    """The actor's LoRA adapters (``[model.lora]`` with ``rank > 0``): the engine trains them
+    instead of the weights, and its module with the adapters off is the KL reference
+    (:class:`LoRAModelEngine`); ``None``: every weight trains (the reference and the critic
+    always). Only engines registered with ``lora=True`` get one."""
 
     @classmethod
     def from_loaded(cls, loaded: LoadedRecipe, role: Role, *, rank: int = 0,
@@ -91,6 +98,7 @@ class ModelEngineSpec(OptionsSpec):
             micro_batch_size=train.micro_batch_size,
             log_prob_micro_batch_size=train.log_prob_micro_batch_size,
             entropy_in_loss=role == "actor" and alg.loss.entropy_coef > 0,
+            lora=recipe.model.lora if role == "actor" and recipe.model.lora.enabled else None,
             options=loaded.options_for(cls.options_key),
         )
 
@@ -148,4 +156,29 @@ class ModelEngine(Protocol):
 
     def close(self) -> None:
         """Release the model and optimizer (the process group may be shared: it stays)."""
+        ...
+
+
+@runtime_checkable
+class LoRAModelEngine(ModelEngine, Protocol):
+    """A training engine that trains LoRA adapters (registered with ``lora=True``): with
+    ``spec.lora`` set it trains only the adapters (and ``trainable_modules``), checkpoints
+    only them and their optimizer state, and serves the KL reference and both weight syncs."""
+
+    def compute_log_prob(
+        self, batch: ModelBatch, *, temperature: float, with_entropy: bool,
+        adapters: bool = True,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """As :meth:`ModelEngine.compute_log_prob`; ``adapters=False``: of the base model (the
+        same module with its adapters off: the KL reference, no second copy of the weights)."""
+        ...
+
+    def export_weights(self) -> dict[str, torch.Tensor]:
+        """Full CPU weights, HF names, the adapters merged in (``lora_sync = "merged"``, the
+        HF export); on rank 0, ``{}`` on the others. Every rank must call it."""
+        ...
+
+    def export_adapter(self) -> AdapterWeights | None:
+        """The adapters under PEFT's names with their config (``lora_sync = "adapter"``): on
+        rank 0, ``None`` on the others. Every rank must call it."""
         ...

@@ -9,6 +9,9 @@ answered within :data:`PROBE_TIMEOUT_S` is a missed beat; :data:`MISSED_BEATS` i
 the rank counts as stopped: the wait raises, naming it, the phase and what was missed, about
 ``BEAT_S + MISSED_BEATS * PROBE_TIMEOUT_S`` (25-35 s) after it stopped. A single slow answer
 (a loaded machine, a long garbage collection) is forgiven by the next one that comes back.
+A rank is judged only once it has answered a probe: until then Ray may still be creating it
+(a process to start, torch to import: tens of seconds on a loaded machine), and the group's
+start bound (``schedule.start_timeout_s``) is what limits that wait.
 
 Nothing blocks: :meth:`Heartbeat.beat` checks the probes already sent and sends new ones, and
 the waits call it between their one-second slices.
@@ -44,6 +47,7 @@ class Heartbeat:
         self.probes: dict[int, _Probe] = {}
         self.missed: dict[int, int] = {}
         self.answered: dict[int, float] = {}
+        self.alive: set[int] = set()  # ranks that answered once: created, so judged
 
     def beat(self, ranks: Sequence[int]) -> list[int]:
         """Check and send probes for ``ranks``; the ranks that missed :data:`MISSED_BEATS`."""
@@ -65,7 +69,8 @@ class Heartbeat:
                     continue  # a dead rank: its own call fails and says so
                 del self.probes[rank]
                 self.missed[rank], self.answered[rank] = 0, now
-            elif now - probe.sent >= PROBE_TIMEOUT_S:
+                self.alive.add(rank)
+            elif now - probe.sent >= PROBE_TIMEOUT_S and rank in self.alive:
                 self.missed[rank] = self.missed.get(rank, 0) + 1
                 self.probes[rank] = _Probe(self.probe(rank), now)
         return [r for r in ranks if self.missed.get(r, 0) >= MISSED_BEATS]

@@ -124,8 +124,9 @@ class Trainer:
                                    role="actor", field="old_log_probs", pad_to=shards.pad_to)
 
     def reference_log_probs(self, shards: Shards) -> list[dict[str, mr.Partial]]:
-        """The frozen reference's log-probs, where a KL to it enters."""
-        if "ref" not in self.plan.roles:
+        """The frozen reference's log-probs, where a KL to it enters (from the reference's own
+        engine, or the actor's with its LoRA adapters off: the plan's ``reference``)."""
+        if not self.plan.has_reference:
             return []
         with self.timer("ref"):
             return self.train.call(TrainingWorker.compute_log_prob, shards.per_rank,
@@ -167,7 +168,8 @@ class Trainer:
     def sync_weights(self, version: int) -> None:
         """Actor -> rollout engines, stamped with ``version``.
 
-        Every training rank joins the full-weight gather; rank 0 returns them (in Ray mode as
+        Every training rank joins the gather of what the plan's ``weights`` moves (full
+        weights, LoRA adapters, or the adapters merged in); rank 0 returns them (in Ray mode as
         an object-store reference, so weights never pass through the controller), handed on
         to the rollout engines as the export's own result: the controller dispatches both
         calls at once instead of waiting in between.

@@ -117,11 +117,16 @@ class WorkerGroup(ABC):
         """Seconds any call may take unless its caller gives another bound."""
         self.pids: list[int | None] = [None] * world_size
         """Process id of every rank, once known (error messages name it)."""
+        self.nodes: list[str | None] = [None] * world_size
+        """The node address of every rank placed on a cluster (error messages name it)."""
 
     def who(self, rank: int) -> str:
-        """``train rank 1 (pid 4242)``: how errors name a rank."""
+        """``train rank 1 (pid 4242 on node 10.0.0.7)``: how errors name a rank."""
         pid = self.pids[rank] if rank < len(self.pids) else None
-        return f"{self.name} rank {rank}" + (f" (pid {pid})" if pid is not None else "")
+        node = self.nodes[rank] if rank < len(self.nodes) else None
+        where = [f"pid {pid}"] if pid is not None else []
+        where += [f"on node {node}"] if node is not None else []
+        return f"{self.name} rank {rank}" + (f" ({' '.join(where)})" if where else "")
 
     def bound(self, timeout: float | None) -> float:
         """The bound of one call: the caller's, else the group's (never unbounded)."""
@@ -291,9 +296,11 @@ class RayWorkerGroup(WorkerGroup):
         init_kwargs: Sequence[dict[str, Any]],
         meter: TrafficMeter,
         *,
-        num_cpus: float = 0,
+        actor_options: Sequence[dict[str, Any]] | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
     ) -> None:
+        """``actor_options``: per rank, where Ray puts it (a placement-group bundle and the
+        resources it takes there; :mod:`rlctl.run.placement`); none: anywhere, no resources."""
         import ray
 
         super().__init__(name, len(init_kwargs), meter, timeout=timeout)
@@ -304,10 +311,13 @@ class RayWorkerGroup(WorkerGroup):
         self.method_groups: dict[str, str] = dict(worker_cls.method_groups)
         remote_cls = (ray.remote(concurrency_groups=groups)(worker_cls) if groups
                       else ray.remote(worker_cls))
+        placed = actor_options or [{"num_cpus": 0}] * len(init_kwargs)
         self.actors = [
-            remote_cls.options(num_cpus=num_cpus, name=None, max_concurrency=4).remote(**kwargs)
-            for kwargs in init_kwargs
+            remote_cls.options(name=None, max_concurrency=4, **options).remote(**kwargs)
+            for kwargs, options in zip(init_kwargs, placed, strict=True)
         ]
+        self.nodes = [kw["placed"].node_address if kw.get("placed") is not None else None
+                      for kw in init_kwargs]
         self.stopped: set[int] = set()  # ranks that failed a liveness check: not waited for again
         self.heartbeat = Heartbeat(lambda rank: self._method(rank, "pid").remote())
 
@@ -468,17 +478,19 @@ def start_worker_group(
     start_timeout: float,
     timeout: float,
     plugins: Sequence[PluginPin] = (),
+    actor_options: Sequence[dict[str, Any]] | None = None,
 ) -> WorkerGroup:
     """One role's ranks, started: ``worker_cls(**init_kwargs[r])`` per rank r, as objects in
-    this process (``in_process``: ``--local``) or as Ray actors; then :meth:`WorkerGroup.start`
-    (``plugins``: the controller's, that every rank must have). A group that fails to start is
-    shut down before the error propagates."""
+    this process (``in_process``: ``--local``) or as Ray actors (placed by ``actor_options``);
+    then :meth:`WorkerGroup.start` (``plugins``: the controller's, that every rank must have).
+    A group that fails to start is shut down before the error propagates."""
     group: WorkerGroup
     if in_process:
         group = LocalWorkerGroup(name, [worker_cls(**kw) for kw in init_kwargs], meter,
                                  timeout=timeout)
     else:
-        group = RayWorkerGroup(name, worker_cls, init_kwargs, meter, timeout=timeout)
+        group = RayWorkerGroup(name, worker_cls, init_kwargs, meter, timeout=timeout,
+                               actor_options=actor_options)
     try:
         group.start(worker_cls, start_timeout, plugins)
     except BaseException:

@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 from rlctl.config.loaded import LoadedRecipe
+from rlctl.config.placement import Placed
 from rlctl.protocol.kv import KVBatchMeta
 from rlctl.trainer import metric_reduce as mr
 from rlctl.trainer.worker.contract import Worker
@@ -26,16 +27,15 @@ class RewardWorker(Worker):
     """One reward-model worker: every model reward of the recipe, loaded once."""
 
     def __init__(
-        self, loaded: LoadedRecipe, plane: Any, rank: int = 0, threads: int | None = None
+        self, loaded: LoadedRecipe, plane: Any, rank: int = 0, placed: Placed | None = None
     ) -> None:
         self.loaded = loaded
         self.recipe = loaded.recipe
         self.plane = plane
         self.rank = rank
-        self.threads = threads
+        self.placed = placed
 
     def ready(self, master_port: int | None = None) -> bool:
-        import torch
 
         from rlctl.models.loading import load_tokenizer
         from rlctl.registry import get_registry
@@ -43,8 +43,7 @@ class RewardWorker(Worker):
         from rlctl.trainer.worker.device import pick_device
         from rlctl.trainer.worker.reward_sections import effective_rewards
 
-        if self.threads:
-            torch.set_num_threads(self.threads)
+        self.take_seat()
         registry = get_registry()
         self.tokenizer = load_tokenizer(self.recipe.model)
         eos = self.tokenizer.eos_token_id

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from rlctl.agents.contract import AgentLoop, AgentLoopSpec, PromptRecord, SamplingParams
 from rlctl.config.loaded import LoadedRecipe
+from rlctl.config.placement import Placed
 from rlctl.engines.rollout.contract import RolloutEngine, WeightSync
 from rlctl.protocol.kv import KVBatchMeta
 from rlctl.protocol.refs import resolve
@@ -70,13 +71,13 @@ class RolloutWorker(Worker):
                                                "update_weights": "weights"}
 
     def __init__(
-        self, loaded: LoadedRecipe, plane: Any, rank: int = 0, threads: int | None = None
+        self, loaded: LoadedRecipe, plane: Any, rank: int = 0, placed: Placed | None = None
     ) -> None:
         self.loaded = loaded
         self.recipe = loaded.recipe
         self.plane = plane
         self.rank = rank
-        self.threads = threads
+        self.placed = placed
         self.engine: RolloutEngine | None = None
         self.weight_sync: WeightSync | None = None
         self._idle_since: float | None = None  # end of the last generate (streaming metric)
@@ -87,7 +88,6 @@ class RolloutWorker(Worker):
         self._generating = threading.Lock()
 
     def ready(self, master_port: int | None = None) -> bool:
-        import torch
 
         from rlctl.engines.rollout.contract import RolloutEngineSpec
         from rlctl.models.loading import load_tokenizer
@@ -96,8 +96,7 @@ class RolloutWorker(Worker):
         from rlctl.trainer.worker.device import pick_device
         from rlctl.trainer.worker.reward_sections import effective_rewards
 
-        if self.threads:
-            torch.set_num_threads(self.threads)
+        self.take_seat()
         registry = get_registry()
         self.tokenizer = load_tokenizer(self.recipe.model)
         # The controller moves the exported weights here (object store in Ray mode); the

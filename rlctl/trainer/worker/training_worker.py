@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from rlctl.config.loaded import LoadedRecipe
+from rlctl.config.placement import Placed
 from rlctl.protocol.kv import KVBatchMeta
 from rlctl.protocol.refs import LocalRef
 from rlctl.trainer import metric_reduce as mr
@@ -38,7 +39,7 @@ from rlctl.trainer.worker.fields import (
 )
 
 if TYPE_CHECKING:
-    from rlctl.engines.train.contract import ModelEngine
+    from rlctl.engines.train.contract import LoRAModelEngine, ModelEngine
 
 
 class TrainingWorker(Worker):
@@ -54,7 +55,7 @@ class TrainingWorker(Worker):
         rank: int = 0,
         world_size: int = 1,
         master_port: int = 0,
-        threads: int | None = None,
+        placed: Placed | None = None,
     ) -> None:
         self.loaded = loaded
         self.recipe = loaded.recipe
@@ -63,23 +64,23 @@ class TrainingWorker(Worker):
         self.rank = rank
         self.world_size = world_size
         self.master_port = master_port
-        self.threads = threads
+        self.placed = placed
         self.engines: dict[str, ModelEngine] = {}
 
     def rendezvous_port(self) -> int:
-        """Rank 0 of a multi-process world: the loopback port its rendezvous store will listen
-        on, bound now and held until :meth:`ready`
+        """Rank 0 of a multi-process world: the port its rendezvous store will listen on (at
+        :attr:`rendezvous_host`: loopback, or rank 0's node address when the ranks span
+        nodes), bound now and held until :meth:`ready`
         (:func:`rlctl.engines.rendezvous.hold_listener`). The worker group hands it to every
         rank's :meth:`ready`."""
         from rlctl.engines.rendezvous import hold_listener
 
-        return hold_listener("127.0.0.1")
+        return hold_listener(self.rendezvous_host)
 
     def ready(self, master_port: int | None = None) -> bool:
         """Build the engines (joining the ranks' process group); ``master_port``: rank 0's
         :meth:`rendezvous_port`, else the one given at construction."""
-        import torch
-
+        from rlctl.engines.rendezvous import collectives_on, is_loopback
         from rlctl.engines.train.contract import ModelEngineSpec
         from rlctl.models.loading import load_tokenizer
         from rlctl.registry import get_registry
@@ -88,15 +89,16 @@ class TrainingWorker(Worker):
 
         if master_port is not None:
             self.master_port = master_port
-        if self.threads:
-            torch.set_num_threads(self.threads)
-        # torch.distributed rendezvous on loopback, one process per rank.
+        self.take_seat()
+        if self.placed is not None and not is_loopback(self.rendezvous_host):
+            collectives_on(self.placed.node_address)  # the ranks span nodes
+        # One process per rank; it sees only its seat's devices (cuda:0 is its own).
         os.environ.update(
-            MASTER_ADDR="127.0.0.1",
+            MASTER_ADDR=self.rendezvous_host,
             MASTER_PORT=str(self.master_port),
             RANK=str(self.rank),
             WORLD_SIZE=str(self.world_size),
-            LOCAL_RANK="0" if pick_device(self.recipe) == "cpu" else str(self.rank),
+            LOCAL_RANK="0",
         )
         # Collectives wait a minute longer than the controller: when a peer stops, the
         # controller's phase bound names it before the survivors' collectives time out and
@@ -188,8 +190,13 @@ class TrainingWorker(Worker):
 
         extra = ["rollout_log_probs"] if role == "actor" else []
         batch, fields, lengths, _ = self._model_batch(meta, extra, pad_to)
-        log_probs, _ = self.engines[role].compute_log_prob(
-            batch, temperature=self.plan.temperature, with_entropy=False)
+        if role == "ref" and self.plan.reference.value == "base":
+            # the reference for free: the actor's module with its LoRA adapters off
+            log_probs, _ = self._lora_actor().compute_log_prob(
+                batch, temperature=self.plan.temperature, with_entropy=False, adapters=False)
+        else:
+            log_probs, _ = self.engines[role].compute_log_prob(
+                batch, temperature=self.plan.temperature, with_entropy=False)
         if len(meta) == 0 or not self.writes_outputs:
             return {}
         self._put(meta, lengths, {field: log_probs})
@@ -365,9 +372,12 @@ class TrainingWorker(Worker):
 
     # ------------------------------------------------------------------ weights & state
     def export_weights(self, as_object_ref: bool = False) -> Any:
-        """Full policy weights by reference, ``[ref]`` (rank 0; other ranks join the gather
-        and get None): a Ray ObjectRef, or in one process a LocalRef (rlctl.protocol.refs)."""
-        state = self.engines["actor"].export_weights()
+        """What the plan's weight sync moves, by reference, ``[ref]`` (rank 0; other ranks
+        join the gather and get None): the full policy weights (the LoRA adapters merged in),
+        or the adapters alone (:class:`~rlctl.models.lora.AdapterWeights`); a Ray ObjectRef,
+        or in one process a LocalRef (rlctl.protocol.refs)."""
+        state = (self._lora_actor().export_adapter() if self.plan.weights.value == "adapter"
+                 else self.engines["actor"].export_weights())
         if not state:
             return None
         if as_object_ref:
@@ -375,6 +385,11 @@ class TrainingWorker(Worker):
 
             return [ray.put(state)]  # a list, so Ray hands the ref itself to the next actor
         return [LocalRef(state)]
+
+    def _lora_actor(self) -> LoRAModelEngine:
+        """The actor as a LoRA engine: the recipe check admits LoRA only on engines registered
+        with ``lora=True``, which implement it."""
+        return cast("LoRAModelEngine", self.engines["actor"])
 
     def save(self, path: str) -> None:
         """Every rank writes its shards of every trainable role (and the frozen ref: no)."""

@@ -1,7 +1,8 @@
 """The ``hf`` rollout engine: transformers ``generate`` with sampling, in-process.
 
 Meant for CPUs and small models (the tiny recipe), colocated with training: weights come
-from the actor through ``update_weights`` (in-process weight sync).
+from the actor through ``update_weights`` (in-process weight sync), or LoRA adapters through
+``update_adapter`` (PEFT's layers added over the base model at the first one).
 
 Log-probs: HF applies user logits processors BEFORE its own sampling warpers, so we ask HF
 for plain sampling (T = 1, no top-k/top-p) and do the warping ourselves in one last
@@ -27,6 +28,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
+from typing import TYPE_CHECKING, Any
 
 import torch
 from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
@@ -44,6 +46,9 @@ from rlctl.engines.rollout.contract import (
 )
 from rlctl.engines.rollout.hf.options import HFRolloutOptions
 from rlctl.models.loading import load_causal_lm, load_tokenizer
+
+if TYPE_CHECKING:
+    from rlctl.models.lora import AdapterWeights
 
 
 @dataclass
@@ -121,6 +126,7 @@ class HFRolloutEngine(RolloutEngine):
         self._queues: dict[SamplingParams, _Queue] = {}
         self._flush_scheduled = False
         self._generate_lock = threading.Lock()
+        self._peft: Any = None  # the PeftModel around ``model`` once adapters are loaded
 
     # ------------------------------------------------------------------ setup
     def load(self) -> None:
@@ -161,6 +167,20 @@ class HFRolloutEngine(RolloutEngine):
                 f"{missing[:5]}, unexpected {result.unexpected_keys[:5]} (export the actor's "
                 "full state dict with HF parameter names)"
             )
+        self._version = int(version)
+
+    def update_adapter(self, adapter: AdapterWeights, version: int) -> None:
+        """Load LoRA adapters (PEFT's names and config) over the base model and stamp
+        ``version``: the first call adds the adapter layers, later ones replace their
+        weights in place."""
+        from rlctl.models.lora import adapters_from_config, load_adapter_state
+
+        model = self._require_model()
+        with self._generate_lock:  # never swap weights under a running generate
+            if self._peft is None:
+                self._peft = adapters_from_config(model, adapter.config)
+                model.requires_grad_(False)
+            load_adapter_state(self._peft, adapter.tensors)
         self._version = int(version)
 
     def _require_model(self) -> torch.nn.Module:

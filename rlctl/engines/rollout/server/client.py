@@ -115,8 +115,9 @@ async def post_json(
     timeout_s: float | None = None,
     limit: bool = True,
 ) -> Any:
-    """POST to one server (on ``http``'s loop); every failure names the server and its log.
-    ``limit = False``: outside the ``max_in_flight`` slots (a control request)."""
+    """POST to one server (on ``http``'s loop) and return its JSON answer (a plain-text answer
+    as it is); every failure names the server and its log. ``limit = False``: outside the
+    ``max_in_flight`` slots (a control request)."""
     url = replica.url + path
     timeout = aiohttp.ClientTimeout(total=timeout_s) if timeout_s is not None else None
     slot = http.semaphore if limit else contextlib.nullcontext()
@@ -152,7 +153,10 @@ async def post_json(
                 f"POST {url} to server {replica.name} failed: {type(exc).__name__}: {exc}"
                 f"{replica.dead_suffix()}"
             ) from exc
-    return json.loads(text) if text else None
+    try:
+        return json.loads(text) if text else None
+    except ValueError:  # a plain-text answer (vLLM's LoRA routes answer "Success: ...")
+        return text
 
 
 async def fetch_json(

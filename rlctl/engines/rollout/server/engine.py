@@ -16,7 +16,9 @@ through the engine's public surface, and nothing else of it:
   log), :meth:`on_replicas` (one call per replica at once, all awaited), :meth:`run` /
   :meth:`schedule` (a coroutine on the engine's HTTP loop, blocking or not);
 - :meth:`check_names` (refuse names the served checkpoint lacks, before anything is sent) and
-  :meth:`stamp_version` (every later generation carries the new version).
+  :meth:`stamp_version` (every later generation carries the new version);
+- :meth:`serve_adapter` (every later request asks for that LoRA adapter, loaded by the sync;
+  ``spec.lora_adapters`` set: the servers start able to load adapters).
 
 The rollout worker runs every sync inside :meth:`weight_update`: requests that start while
 weights change wait for the new version (so the version a generation is stamped with is the
@@ -63,6 +65,8 @@ from rlctl.engines.rollout.server.process import (
     ServerCommand,
     ServerError,
     ServerProcess,
+    on_devices,
+    replica_devices,
     start_servers,
     wait_for_urls,
 )
@@ -105,6 +109,7 @@ class ServerRolloutEngine(RolloutEngine):
         self._workdir: Path | None = None
         self._model_path: str | None = None
         self._known_names: set[str] | None = None  # parameter names of the served checkpoint
+        self._adapter: str | None = None  # the LoRA adapter requests ask for (None: the base)
         # Partial rollouts (docs/streaming.md): abort at a weight update and resume on the new
         # weights; otherwise an aborted request is an error, as it always was.
         self._resume = spec.partial_rollout
@@ -193,7 +198,8 @@ class ServerRolloutEngine(RolloutEngine):
         key = secrets.token_urlsafe(32) if self.takes_api_key else None
         servers = []
         for i in range(self.spec.replicas):
-            command = self.server_command(i, model_dir)
+            command = on_devices(self.server_command(i, model_dir),
+                                 replica_devices(i, self.options.tensor_parallel_size))
             if key is not None:
                 command = self.with_api_key(command, key)
             log = log_dir / f"{self.engine_name}-{i}-{command.port}.log"
@@ -410,6 +416,16 @@ class ServerRolloutEngine(RolloutEngine):
                     f"aborting the requests in flight at a weight update failed: {exc}"
                 ) from exc
             await flight.drained(min(ABORT_RETRY_S, deadline - loop.time()))
+
+    @property
+    def adapter(self) -> str | None:
+        """The name of the LoRA adapter every request asks for (``None``: the base model)."""
+        return self._adapter
+
+    def serve_adapter(self, name: str | None) -> None:
+        """Make every later request ask for adapter ``name``, which every server has loaded
+        (a weight sync calls it, inside :meth:`weight_update`)."""
+        self._adapter = name
 
     def stamp_version(self, version: int) -> None:
         """Stamp ``version`` on every later generation: a weight sync calls it once every

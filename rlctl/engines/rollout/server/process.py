@@ -22,7 +22,7 @@ import urllib.error
 import urllib.request
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Self
 
@@ -56,6 +56,23 @@ class ServerCommand:
     """GET path that answers 200 once the server can take requests."""
     python: bool = True
     """``argv[0]`` is a Python interpreter: it runs the orphan guard before the command."""
+
+
+def replica_devices(replica: int, tensor_parallel_size: int) -> str | None:
+    """The accelerators server ``replica`` of this worker sees: its ``tensor_parallel_size``
+    slice of the devices the worker was given (``CUDA_VISIBLE_DEVICES``, set from its
+    placement seat: :meth:`rlctl.trainer.worker.contract.Worker.take_seat`); ``None``
+    (inherit) when the worker was given no devices, or too few for every replica."""
+    visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    mine = visible[replica * tensor_parallel_size:(replica + 1) * tensor_parallel_size]
+    return ",".join(mine) if len(mine) == tensor_parallel_size else None
+
+
+def on_devices(command: ServerCommand, devices: str | None) -> ServerCommand:
+    """``command`` started seeing only ``devices`` (unless its own env already chose)."""
+    if devices is None or "CUDA_VISIBLE_DEVICES" in command.env:
+        return command
+    return replace(command, env={**command.env, "CUDA_VISIBLE_DEVICES": devices})
 
 
 # Run by the server's own interpreter, which then execs the real command: the kernel sends

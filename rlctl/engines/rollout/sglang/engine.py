@@ -46,7 +46,11 @@ from rlctl.engines.rollout.server.engine import ServerRolloutEngine
 from rlctl.engines.rollout.server.partial import Reply
 from rlctl.engines.rollout.server.process import ServerCommand, ServerError
 from rlctl.engines.rollout.sglang.options import SGLangOptions
-from rlctl.engines.rollout.sglang.server import HEALTH_PATH, sglang_server_command
+from rlctl.engines.rollout.sglang.server import (
+    CPU_NO_ADAPTERS,
+    HEALTH_PATH,
+    sglang_server_command,
+)
 
 
 class SGLangRolloutEngine(ServerRolloutEngine):
@@ -64,12 +68,15 @@ class SGLangRolloutEngine(ServerRolloutEngine):
         # (``default`` unless started with --weight-version); later versions are str(version).
         self._initial_labels: dict[str, str] = {}
         self._vocab_size: int | None = None  # of the checkpoint we serve (None when attached)
+        if spec.lora_adapters is not None and not spec.device.startswith("cuda"):
+            raise ValueError(f"[engines.rollout] lora_sync = \"adapter\": {CPU_NO_ADAPTERS}; "
+                             "set lora_sync = \"merged\" (full weights, which it loads)")
 
     # ------------------------------------------------------------------ servers
     def server_command(self, index: int, model_dir: str) -> ServerCommand:
         command = sglang_server_command(
             f"sglang[{index}]", self.options, model=model_dir, dtype=self.spec.model.dtype,
-            seed=self.spec.seed + index, device=self.spec.device,
+            seed=self.spec.seed + index, device=self.spec.device, lora=self.spec.lora_adapters,
         )
         command.argv.extend(["--weight-version", "0"])
         return command
@@ -107,15 +114,18 @@ class SGLangRolloutEngine(ServerRolloutEngine):
         await self.post(replica, "/generate", body)
 
     def version_label(self, replica: Replica, version: int) -> str:
-        """The ``weight_version`` string ``replica`` reports while it serves ``version``."""
-        if version == 0:
+        """The ``weight_version`` string ``replica`` reports while it serves ``version``: a
+        LoRA adapter carries the version in its name and leaves the base's label as it was."""
+        if version == 0 or self.adapter is not None:
             return self._initial_labels.get(replica.url, "0")
         return str(version)
 
     def stamp_version(self, version: int) -> None:
         """Stamp ``version`` on later generations; every server now answers ``str(version)``
-        (a weight sync passed it), attached ones too: their initial labels are gone."""
-        self._initial_labels.clear()
+        (a weight sync passed it), attached ones too: their initial labels are gone (not with
+        adapters: the base weights keep their label)."""
+        if self.adapter is None:
+            self._initial_labels.clear()
         super().stamp_version(version)
 
     # ------------------------------------------------------------------ generation
@@ -145,6 +155,8 @@ class SGLangRolloutEngine(ServerRolloutEngine):
         }
         if s.stop_token_ids:  # a tool loop ends the turn at a call (the token is kept)
             body["sampling_params"]["stop_token_ids"] = list(s.stop_token_ids)
+        if self.adapter is not None:  # the LoRA adapter the sync loaded last, by name
+            body["lora_path"] = self.adapter
         data = await self.post(replica, "/generate", body)
         try:
             meta = data["meta_info"]

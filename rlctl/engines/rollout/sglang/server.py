@@ -11,6 +11,7 @@ reaping are :mod:`rlctl.engines.rollout.server.process`'s.
 
 from __future__ import annotations
 
+from rlctl.config.lora import ALL_LINEAR, LoRASection
 from rlctl.engines.rollout.server.engine_envs import engine_python, is_foreign
 from rlctl.engines.rollout.server.process import (
     PYTHON_ENV_VARS,
@@ -20,13 +21,18 @@ from rlctl.engines.rollout.server.process import (
 from rlctl.engines.rollout.sglang.options import SGLangOptions
 from rlctl.ports import free_port
 
-__all__ = ["CPU_MAX_TOTAL_TOKENS", "HEALTH_PATH", "sglang_server_command"]
+__all__ = ["CPU_MAX_TOTAL_TOKENS", "CPU_NO_ADAPTERS", "HEALTH_PATH", "sglang_server_command"]
 
 HEALTH_PATH = "/health_generate"
 """Readiness probe: answers 200 only once a real generation went through."""
 CPU_MAX_TOTAL_TOKENS = 65_536
 """KV-cache tokens on CPU when ``max_total_tokens`` is not set: SGLang would otherwise size the
 cache from free host RAM (``mem_fraction_static`` of it), too much on a shared machine."""
+CPU_NO_ADAPTERS = (
+    "SGLang's CPU build cannot load LoRA adapters: every LoRA layer of SGLang 0.5 pins host "
+    "memory (pin_memory=True), which needs a CUDA driver, and the server dies at start "
+    "(measured with sglang 0.5.23 on CPU)")
+"""Why adapter-only syncs need SGLang on CUDA (the recipe check and the engine say it)."""
 
 
 def sglang_server_command(
@@ -37,9 +43,12 @@ def sglang_server_command(
     dtype: str,
     seed: int,
     device: str,
+    lora: LoRASection | None = None,
     port: int | None = None,
 ) -> ServerCommand:
-    """The command that starts one SGLang server for ``model`` (a local checkpoint directory)."""
+    """The command that starts one SGLang server for ``model`` (a local checkpoint directory);
+    ``lora``: the run's ``[model.lora]`` when the sync loads adapters (CUDA only: room for
+    adapters of its rank on its modules, two per batch while a sync swaps versions)."""
     port = free_port() if port is None else port
     python = engine_python("sglang", options.python)
     foreign = is_foreign(python)  # the engine's own env must not see this venv's packages
@@ -82,6 +91,11 @@ def sglang_server_command(
         argv.append("--enable-deterministic-inference")
     if not options.enable_radix_cache:
         argv.append("--disable-radix-cache")
+    if lora is not None:
+        targets = (["all"] if lora.target_modules == ALL_LINEAR  # SGLang knows leaf names only
+                   else sorted({m.rsplit(".", 1)[-1] for m in lora.target_modules}))
+        argv += ["--enable-lora", "--max-lora-rank", str(lora.rank),
+                 "--lora-target-modules", *targets, "--max-loras-per-batch", "2"]
     argv += list(options.extra_args)
     # Log-probs of the temperature-scaled distribution tokens are drawn from (the trainer's
     # log_softmax(logits / T)): SGLang's default, pinned here against an inherited setting

@@ -24,6 +24,15 @@
 ``flush_cache`` (radix-cache KV computed by the old weights must not be reused), and afterwards
 each server must report the new version in ``GET /model_info``.
 
+LoRA adapters (``[engines.rollout] lora_sync = "adapter"``: ``weights`` is an
+:class:`~rlctl.models.lora.AdapterWeights`): the adapter is written in PEFT's format to
+``adapter-v<version>/`` in the staging directory (a shared filesystem), loaded on every server
+with ``POST /load_lora_adapter`` under the name ``rlctl-lora-v<version>``, the engine's requests
+name it from then on (``lora_path``), and the previous version is unloaded. The base weights,
+and so the servers' ``weight_version``, do not change: the adapter's name carries the version.
+SGLang 0.5's LoRA layers pin host memory, which needs CUDA: its CPU build cannot load adapters
+(the recipe check refuses ``lora_sync = "adapter"`` there; ``merged`` works).
+
 Options: ``[engines.rollout.weight_sync_options]``
 (:class:`~rlctl.engines.rollout.sglang.options.SGLangWeightSyncOptions`). The sync owns its
 state (the ``distributed`` group) and uses only the engine's public surface (``replicas``,
@@ -39,6 +48,7 @@ import concurrent.futures
 import contextlib
 import io
 import os
+import shutil
 import time
 import uuid
 from collections.abc import Callable, Coroutine, Mapping
@@ -51,6 +61,7 @@ from rlctl.engines.rollout.contract import WeightSync
 from rlctl.engines.rollout.server.client import Replica
 from rlctl.engines.rollout.server.process import ServerError
 from rlctl.engines.rollout.sglang.options import SGLangWeightSyncOptions
+from rlctl.models.lora import AdapterWeights
 from rlctl.ports import free_port
 
 if TYPE_CHECKING:
@@ -58,6 +69,8 @@ if TYPE_CHECKING:
 
     from rlctl.engines.rollout.sglang.engine import SGLangRolloutEngine
 
+ADAPTER_PREFIX = "rlctl-lora-v"
+"""The served name of the adapter of version N is ``rlctl-lora-vN``."""
 Bucket = list[tuple[str, "torch.Tensor"]]
 ReplicaCall = Callable[[Replica], Coroutine[Any, Any, None]]
 
@@ -94,8 +107,17 @@ class SGLangWeightSync(WeightSync):
         """Seconds the last sync took (first request to version check)."""
 
     # ------------------------------------------------------------------ entry point
-    def __call__(self, weights: Mapping[str, torch.Tensor], engine: SGLangRolloutEngine,
-                 version: int) -> None:
+    def __call__(self, weights: Mapping[str, torch.Tensor] | AdapterWeights,
+                 engine: SGLangRolloutEngine, version: int) -> None:
+        if isinstance(weights, AdapterWeights):
+            started = time.monotonic()
+            try:
+                self._adapter(engine, weights, int(version))
+            except ServerError as exc:
+                raise ServerError(f"adapter update to version {version} failed: {exc}") from exc
+            engine.stamp_version(version)
+            self.last_update_s = time.monotonic() - started
+            return
         if not weights:
             raise ValueError(
                 "sglang weight sync got an empty state dict: with several training ranks only "
@@ -226,6 +248,25 @@ class SGLangWeightSync(WeightSync):
         except BaseException:
             self._drop_group()  # a broadcast may have been cut halfway: rejoin next time
             raise
+
+    def _adapter(self, engine: SGLangRolloutEngine, adapter: AdapterWeights,
+                 version: int) -> None:
+        """Load the adapter of ``version`` on every server, serve it, drop the previous one."""
+        options = self.options
+        staging = Path(options.staging_dir) if options.staging_dir else engine.workdir / "weights"
+        staging.mkdir(parents=True, exist_ok=True)
+        tmp, directory = staging / f".adapter-v{version}.tmp", staging / f"adapter-v{version}"
+        shutil.rmtree(tmp, ignore_errors=True)  # left by a sync that failed half-way
+        adapter.save(tmp)
+        shutil.rmtree(directory, ignore_errors=True)  # this sync's own, from a run resumed
+        os.replace(tmp, directory)  # the servers never see a half-written adapter
+        name, previous = f"{ADAPTER_PREFIX}{version}", engine.adapter
+        self._all(engine, "/load_lora_adapter", {"lora_name": name, "lora_path": str(directory)})
+        engine.serve_adapter(name)
+        if previous is not None and previous != name:
+            self._all(engine, "/unload_lora_adapter", {"lora_name": previous})
+            shutil.rmtree(staging / f"adapter-v{previous.removeprefix(ADAPTER_PREFIX)}",
+                          ignore_errors=True)
 
     # ------------------------------------------------------------------ the distributed group
     def _backend(self, engine: SGLangRolloutEngine) -> str:

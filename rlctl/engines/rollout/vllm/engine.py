@@ -21,7 +21,9 @@ every update (vLLM's native weight-transfer lifecycle, or the ``reload`` fallbac
 through the public surface of :class:`~rlctl.engines.rollout.server.engine.ServerRolloutEngine`.
 The engine only starts its servers ready for that sync: the ``--weight-transfer-config``
 backend comes from the sync's options in ``RolloutEngineSpec.weight_sync_options``
-(:attr:`VLLMRolloutEngine.transfer_backend`).
+(:attr:`VLLMRolloutEngine.transfer_backend`). LoRA adapters (``spec.lora_adapters``): the
+servers start with ``--enable-lora``; each request names the adapter the sync loaded last
+(``"model": <adapter>``), which vLLM applies over the base weights.
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ class VLLMRolloutEngine(ServerRolloutEngine):
         return vllm_server_command(
             f"vllm[{index}]", self.options, model=model_dir, dtype=self.spec.model.dtype,
             seed=self.spec.seed + index, device=self.spec.device,
-            transfer_backend=self._transfer_backend,
+            transfer_backend=self._transfer_backend, lora=self.spec.lora_adapters,
         )
 
     takes_api_key = True
@@ -121,7 +123,7 @@ class VLLMRolloutEngine(ServerRolloutEngine):
         self, replica: Replica, prompt_ids: list[int], s: SamplingParams, seed: int, version: int
     ) -> Reply:
         body = {
-            "model": replica.model,
+            "model": self.adapter or replica.model,  # the LoRA adapter, when one is served
             "prompt": prompt_ids,
             "max_tokens": s.max_new_tokens,
             "temperature": s.temperature,

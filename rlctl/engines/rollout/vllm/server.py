@@ -14,6 +14,10 @@ transports, vLLM's ``nccl`` / ``ipc`` otherwise) and rlctl's worker extension
 found through a ``PYTHONPATH`` that holds only that directory: vLLM's environment does not
 have rlctl installed, and the trainer's own ``PYTHONPATH`` is removed so its packages do not
 leak in.
+
+LoRA adapters (``lora``: the sync moves adapters only): ``--enable-lora`` with room for one
+adapter of the run's rank in a batch and two in memory (a sync loads the next version before
+it drops the last), and ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=1`` for ``/v1/load_lora_adapter``.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import json
 import os
 from pathlib import Path
 
+from rlctl.config.lora import LoRASection
 from rlctl.engines.rollout.server.engine_envs import engine_python, is_foreign
 from rlctl.engines.rollout.server.process import (
     PYTHON_ENV_VARS,
@@ -38,6 +43,20 @@ WORKER_EXTENSION_DIR = Path(__file__).resolve().parent / "worker"
 only)."""
 WORKER_EXTENSION = "rlctl_vllm_ext.RlctlWorkerExtension"
 """``--worker-extension-cls`` value; importing its module registers the ``rlctl_cpu`` backend."""
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+"""The ``--max-lora-rank`` values vLLM 0.32 accepts; an adapter of a lower rank fits."""
+
+
+def max_lora_rank(rank: int) -> int | None:
+    """The smallest ``--max-lora-rank`` that holds adapters of ``rank`` (``None``: too big)."""
+    return next((r for r in LORA_RANKS if r >= rank), None)
+
+
+def lora_args(lora: LoRASection) -> list[str]:
+    """Room for one adapter of the run's rank in a batch, two in memory (a sync loads the
+    next version before it drops the last)."""
+    return ["--enable-lora", "--max-lora-rank", str(max_lora_rank(lora.rank)),
+            "--max-loras", "1", "--max-cpu-loras", "2"]
 
 
 def vllm_server_command(
@@ -49,13 +68,15 @@ def vllm_server_command(
     seed: int,
     device: str,
     transfer_backend: str | None,
+    lora: LoRASection | None = None,
     port: int | None = None,
 ) -> ServerCommand:
     """The command that starts one vLLM OpenAI-compatible server for ``model`` (a local dir).
 
     ``transfer_backend``: the ``--weight-transfer-config`` backend the weight sync needs
     (:attr:`~rlctl.engines.rollout.vllm.options.VLLMWeightSyncOptions.server_backend`);
-    ``None`` starts the server without one (the ``reload`` method).
+    ``None`` starts the server without one (the ``reload`` method). ``lora``: the run's
+    ``[model.lora]`` when the sync loads adapters (the server starts able to).
     """
     port = free_port() if port is None else port
     python = engine_python("vllm", options.python)
@@ -107,6 +128,9 @@ def vllm_server_command(
             # vLLM's HTTP client pickles CUDA IPC handles (its own design: they are not
             # JSON); the worker unpickles them only with this set. CUDA, same machine only.
             env["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"
+    if lora is not None:
+        argv += lora_args(lora)
+        env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "1"  # /v1/load_lora_adapter
     argv += list(options.extra_args)
     if on_cpu:
         # On CPU, gpu_memory_utilization means a fraction of host RAM and fails on a shared

@@ -39,6 +39,15 @@ linear weights after loading, so a plain ``load_weights`` would fail; the worker
 ``reload_weights`` repacks), ``/reset_prefix_cache``, ``/resume``. The servers need no
 transfer engine for it; they must be able to read the file (a shared filesystem).
 
+LoRA adapters (``[engines.rollout] lora_sync = "adapter"``: ``weights`` is an
+:class:`~rlctl.models.lora.AdapterWeights`): the adapter is written in PEFT's format to
+``adapter-v<version>/`` in the staging directory (the servers must read it: a shared
+filesystem, whatever the transport), then on every server ``/pause``,
+``/v1/load_lora_adapter`` under the name ``rlctl-lora-v<version>`` (a new name each version:
+vLLM's prefix cache keys on it), ``/reset_prefix_cache``, ``/resume``; the engine's requests ask
+for the new name from then on, every server must list it (``GET /v1/models``), and the
+previous version is unloaded and its files removed. Only the adapters move.
+
 Every failure names the server (and quotes its log when the engine started it); every request
 has ``timeout_s``; on a failure the servers are resumed best-effort so none stays paused.
 """
@@ -48,6 +57,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
+import shutil
 import time
 from collections.abc import Callable, Coroutine, Iterator, Mapping
 from pathlib import Path
@@ -58,6 +68,7 @@ from rlctl.engines.rollout.contract import WeightSync
 from rlctl.engines.rollout.server.client import Replica
 from rlctl.engines.rollout.server.process import ServerError
 from rlctl.engines.rollout.vllm.options import VLLMWeightSyncOptions
+from rlctl.models.lora import AdapterWeights
 
 if TYPE_CHECKING:
     import torch
@@ -66,6 +77,8 @@ if TYPE_CHECKING:
     from rlctl.engines.rollout.vllm.engine import VLLMRolloutEngine
 
 ReplicaCall = Callable[[Replica], Coroutine[Any, Any, Any]]
+ADAPTER_PREFIX = "rlctl-lora-v"
+"""The served name of the adapter of version N is ``rlctl-lora-vN``."""
 
 
 class VLLMWeightSync(WeightSync):
@@ -78,8 +91,18 @@ class VLLMWeightSync(WeightSync):
         self.last_update_s = 0.0
         """Seconds the last sync took (pause to version check)."""
 
-    def __call__(self, weights: Mapping[str, torch.Tensor], engine: VLLMRolloutEngine,
-                 version: int) -> None:
+    def __call__(self, weights: Mapping[str, torch.Tensor] | AdapterWeights,
+                 engine: VLLMRolloutEngine, version: int) -> None:
+        if isinstance(weights, AdapterWeights):
+            started = time.monotonic()
+            try:
+                self._sync_adapter(weights, engine, version, self.options)
+            except ServerError as exc:
+                raise ServerError(f"vllm adapter sync to version {version} failed: {exc}") \
+                    from exc
+            engine.stamp_version(version)
+            self.last_update_s = time.monotonic() - started
+            return
         if not weights:
             raise ValueError(
                 "vllm weight sync got an empty state dict: with several training ranks only "
@@ -207,6 +230,40 @@ class VLLMWeightSync(WeightSync):
                 )
 
         engine.on_replicas(check)
+
+    # ------------------------------------------------------------------ LoRA adapters
+    def _sync_adapter(self, adapter: AdapterWeights, engine: VLLMRolloutEngine, version: int,
+                      options: VLLMWeightSyncOptions) -> None:
+        """Load the adapter of ``version`` on every server, serve it, drop the previous one."""
+        staging = _staging_dir(engine, options)
+        tmp = staging / f".adapter-v{version}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)  # left by a sync that failed half-way
+        adapter.save(tmp)
+        directory = staging / f"adapter-v{version}"
+        shutil.rmtree(directory, ignore_errors=True)  # this sync's own, from a run resumed
+        os.replace(tmp, directory)  # the servers never see a half-written adapter
+        name, previous = f"{ADAPTER_PREFIX}{version}", engine.adapter
+        body = {"lora_name": name, "lora_path": str(directory)}
+
+        def transfer() -> None:
+            engine.on_replicas(self._post(engine, "/v1/load_lora_adapter", body, options))
+            engine.serve_adapter(name)
+
+        self.paused(engine, options, transfer)
+
+        async def listed(replica: Replica) -> None:
+            data = await engine.get(replica, "/v1/models", timeout_s=options.timeout_s)
+            served = {m.get("id") for m in (data or {}).get("data", [])}
+            if name not in served:
+                raise ServerError(f"server {replica.name} does not list adapter {name} after "
+                                  f"loading it{replica.log_suffix()}")
+
+        engine.on_replicas(listed)
+        if previous is not None and previous != name:
+            engine.on_replicas(self._post(engine, "/v1/unload_lora_adapter",
+                                          {"lora_name": previous}, options))
+            old = staging / f"adapter-v{previous.removeprefix(ADAPTER_PREFIX)}"
+            shutil.rmtree(old, ignore_errors=True)
 
     # ------------------------------------------------------------------ reload
     def _reload(self, weights: Mapping[str, torch.Tensor], engine: VLLMRolloutEngine,

@@ -1,5 +1,10 @@
 """The ``fsdp`` training engine: torch FSDP2 (``fully_shard``) for actor, reference and critic.
 
+LoRA (``spec.lora``, the actor only): PEFT's LoRA layers are injected into the model before it
+is sharded (:mod:`rlctl.models.lora`); FSDP2 shards the frozen base weights and the adapters
+alike, only the adapters get gradients and optimizer state, checkpoints hold only them, and
+``adapters=False`` runs the same module with its adapters off (the KL reference).
+
 One instance per rank. Gloo on CPU, NCCL on CUDA. Every rank builds the same model from the
 same seed, shards each decoder layer and then the root, and takes its rows of each batch
 (the worker group splits batches across ranks).
@@ -17,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -41,7 +46,11 @@ from rlctl.checkpoint import safe_dcp
 from rlctl.engines.distributed import all_reduce_max_int, all_reduce_sum, ensure_process_group
 from rlctl.engines.train.batch import ModelBatch
 from rlctl.engines.train.contract import LossFn, ModelEngineSpec
-from rlctl.engines.train.fsdp.full_weights import clip_sharded_grads, gathered_state_dict
+from rlctl.engines.train.fsdp.full_weights import (
+    clip_sharded_grads,
+    gathered_state_dict,
+    gathered_trainable,
+)
 from rlctl.engines.train.fsdp.options import FSDPOptions
 from rlctl.engines.train.log_probs import token_log_probs
 from rlctl.engines.train.lr_schedule import build_optimizer_and_schedule
@@ -54,6 +63,9 @@ from rlctl.engines.train.shared_prompt import (
 )
 from rlctl.engines.train.varlen_attention import use_varlen_attention
 from rlctl.models.loading import load_causal_lm, load_tokenizer, load_value_model
+
+if TYPE_CHECKING:
+    from rlctl.models.lora import AdapterWeights
 
 # shard_layers = None (auto): a model whose parameters fit in this is one FSDP unit
 # (options.py says why).
@@ -74,6 +86,7 @@ class FSDPEngine:
         # Pure data parallel: every rank is its own DP group and writes its outputs.
         self.dp_rank, self.dp_size, self.writes_outputs = spec.rank, spec.world_size, True
         self.hf_config: Any = None
+        self.peft: Any = None  # the PeftModel around ``model`` when the actor trains LoRA
 
     # ------------------------------------------------------------------ setup
     def init(self) -> None:
@@ -88,6 +101,10 @@ class FSDPEngine:
             model = load_causal_lm(spec.model, seed)
             layers = model.get_decoder().layers
         self.hf_config = (model.trunk if spec.role == "critic" else model).config
+        if spec.lora is not None:  # in place: ``model`` keeps its class and forward
+            from rlctl.models.lora import add_adapters
+
+            self.peft = add_adapters(model, spec.lora, seed=seed)
         if self.options.packing:  # every forward of this engine runs packed rows
             use_varlen_attention(model.trunk if spec.role == "critic" else model)
         if spec.model.gradient_checkpointing and spec.role != "ref":
@@ -95,6 +112,8 @@ class FSDPEngine:
             # transformers 5 renamed it (the old name warns, and goes in v6)
             enable = getattr(hf, "activation_checkpointing_enable", None)
             (enable or hf.gradient_checkpointing_enable)()
+            if self.peft is not None:  # frozen embeddings: checkpointed layers need a grad input
+                hf.enable_input_require_grads()
         if spec.role == "ref":
             model.requires_grad_(False)
         model.to(self.device)
@@ -251,12 +270,26 @@ class FSDPEngine:
 
     @torch.no_grad()
     def compute_log_prob(
-        self, batch: ModelBatch, *, temperature: float, with_entropy: bool = False
+        self, batch: ModelBatch, *, temperature: float, with_entropy: bool = False,
+        adapters: bool = True,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """``(log_probs [B, R], entropy [B, R] | None)``, zero on padding, no grad."""
+        """``(log_probs [B, R], entropy [B, R] | None)``, zero on padding, no grad;
+        ``adapters=False``: of the base model (LoRA adapters off: the KL reference)."""
         if self.spec.role == "critic":
             raise RuntimeError("compute_log_prob on a critic engine: use compute_values")
         self._require_model().eval()
+        if adapters:
+            return self._log_probs(batch, temperature, with_entropy)
+        if self.peft is None:
+            raise RuntimeError(f"adapters=False on the {self.spec.role} engine, which has no "
+                               "LoRA adapters (spec.lora is None)")
+        from rlctl.models.lora import adapters_off
+
+        with adapters_off(self.peft):
+            return self._log_probs(batch, temperature, with_entropy)
+
+    def _log_probs(self, batch: ModelBatch, temperature: float,
+                   with_entropy: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
         chunks, passes = self._log_prob_plan(batch)
         shape = (batch.batch_size, batch.response_width)
         log_probs = torch.zeros(shape)
@@ -365,10 +398,38 @@ class FSDPEngine:
 
     # ------------------------------------------------------------------ weights
     def export_weights(self) -> dict[str, torch.Tensor]:
-        """Full unsharded CPU weights with HF names, on rank 0; ``{}`` on other ranks.
+        """Full unsharded CPU weights with HF names, on rank 0; ``{}`` on other ranks; with
+        LoRA, the adapters merged in. Every rank must call it (it gathers shards)."""
+        state = self._full_state()
+        if self.spec.lora is None or not state:
+            return state
+        from rlctl.models.lora import merged_state
 
-        Every rank must call it (it gathers shards).
-        """
+        return merged_state(state, self.spec.lora.alpha / self.spec.lora.rank)
+
+    def export_adapter(self) -> AdapterWeights | None:
+        """The LoRA adapters (:class:`~rlctl.models.lora.AdapterWeights`: PEFT's names and
+        config) on rank 0, ``None`` on the others; one all-gather of the adapters alone.
+        Every rank must call it."""
+        if self.peft is None:
+            raise RuntimeError(f"export_adapter on the {self.spec.role} engine, which has no "
+                               "LoRA adapters (spec.lora is None)")
+        from rlctl.models.lora import AdapterWeights, adapter_state, config_dict
+
+        model = self._require_model()
+        if self._plain_params:
+            state = gathered_trainable(model, rank=self.spec.rank, world=self.spec.world_size,
+                                       device=self._comm_device)
+        else:  # mixed precision / offload: DCP's gather of the trainable parameters
+            options = StateDictOptions(full_state_dict=True, cpu_offload=True,
+                                       ignore_frozen_params=True)
+            state = {k: v.clone() for k, v in
+                     get_model_state_dict(model, options=options).items()}
+        if not state:
+            return None
+        return AdapterWeights(adapter_state(self.peft, state), config_dict(self.peft))
+
+    def _full_state(self) -> dict[str, torch.Tensor]:
         model = self._require_model()
         if self.spec.world_size > 1 and self._plain_params:
             # one all-gather per FSDP unit, not one per parameter (full_weights.py)
@@ -391,7 +452,12 @@ class FSDPEngine:
 
     def _checkpoint_state(self) -> dict[str, Any]:
         model = self._require_model()
-        state: dict[str, Any] = {"model": get_model_state_dict(model)}
+        weights = get_model_state_dict(model)
+        if self.peft is not None:  # LoRA: the trained parameters only (the base is the recipe's)
+            # (by name: DCP's ignore_frozen_params keeps a tied head, measured)
+            trained = {n for n, p in model.named_parameters() if p.requires_grad}
+            weights = {k: v for k, v in weights.items() if k in trained}
+        state: dict[str, Any] = {"model": weights}
         if self.optimizer is not None and self.scheduler is not None:
             state["optimizer"] = get_optimizer_state_dict(model, self.optimizer)
             state["scheduler"] = self.scheduler.state_dict()
@@ -406,14 +472,17 @@ class FSDPEngine:
         state = self._checkpoint_state()
         safe_dcp.load(state, path)  # never dcp.load: it unpickles the checkpoint unrestricted
         model = self._require_model()
-        set_model_state_dict(model, state["model"])
+        # strict=False lets the frozen base weights (absent) be; the loaded keys are exactly the
+        # trained ones: DCP filled every key of the template above
+        set_model_state_dict(model, state["model"],
+                             options=StateDictOptions(strict=self.peft is None))
         if self.optimizer is not None and self.scheduler is not None:
             set_optimizer_state_dict(model, self.optimizer, state["optimizer"])
             self.scheduler.load_state_dict(state["scheduler"])
 
     def close(self) -> None:
         """Drop the model; the process group stays (other engines in this process share it)."""
-        self.model = self.optimizer = self.scheduler = None
+        self.model = self.optimizer = self.scheduler = self.peft = None
 
 
 def _pad_columns(values: torch.Tensor, width: int) -> torch.Tensor:

@@ -1,5 +1,6 @@
 """Whole-model operations on FSDP2 shards with few collectives: the full weights (one
-all-gather per unit) and the global gradient norm (one all-reduce).
+all-gather per unit), the trained parameters alone (one all-gather in all: LoRA adapters) and
+the global gradient norm (one all-reduce).
 
 ``get_model_state_dict(full_state_dict=True)`` gathers every parameter by itself (one
 collective and a DTensor redistribution each): 24 of them for the tiny model, most of its
@@ -17,6 +18,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.distributed as dist
 from torch import nn
 from torch.distributed.fsdp import FSDPModule
 
@@ -45,6 +47,44 @@ def gathered_state_dict(model: nn.Module, *, keep: bool) -> dict[str, torch.Tens
     finally:
         for unit in units:
             unit.reshard()
+
+
+@torch.no_grad()
+def gathered_trainable(model: nn.Module, *, rank: int, world: int,
+                       device: str) -> dict[str, torch.Tensor]:
+    """The parameters that require grad (LoRA adapters: a few percent of the model), full and
+    on the CPU on rank 0 (copies), ``{}`` on the others; every rank must call it.
+
+    Gathering unit by unit would move the frozen base weights too, and one collective per
+    parameter costs more than the bytes on gloo. Here every rank flattens its local shards
+    into one buffer, padded to the longest rank's, and a single all-gather brings them to
+    every rank. FSDP2 shards dim 0 as ``torch.chunk`` does, so each rank's share of each
+    parameter is known from its shape alone. One dtype (the adapters take the base's).
+    """
+    params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    if world == 1:
+        return {n: p.detach().to("cpu", copy=True) for n, p in params}
+    shares = [[len(c) for c in torch.arange(p.shape[0]).chunk(world)] + [0] * world
+              for _, p in params]  # rows of each parameter on each rank (chunk may give fewer)
+    row = [math.prod(p.shape[1:]) for _, p in params]  # elements per dim-0 row
+    sizes = [sum(s[r] * k for s, k in zip(shares, row, strict=True)) for r in range(world)]
+    local = [p.to_local() if hasattr(p, "to_local") else p for _, p in params]
+    flat = torch.cat([t.detach().reshape(-1) for t in local])  # [sizes[rank]]
+    flat = torch.nn.functional.pad(flat, (0, max(sizes) - flat.numel())).to(device)
+    parts = [torch.empty_like(flat) for _ in range(world)]
+    dist.all_gather(parts, flat)
+    if rank != 0:
+        return {}
+    out: dict[str, torch.Tensor] = {}
+    offsets = [0] * world
+    for (name, p), share, k in zip(params, shares, row, strict=True):
+        pieces = []
+        for r in range(world):
+            n = share[r] * k
+            pieces.append(parts[r][offsets[r]: offsets[r] + n].cpu())
+            offsets[r] += n
+        out[name] = torch.cat(pieces).reshape(p.shape)
+    return out
 
 
 @torch.no_grad()

@@ -41,6 +41,11 @@ PROMPTS = PARITY_PROMPTS
 LOG_PROB_ATOL = 1e-4  # fp32 on both sides; measured max |diff| in docs/sglang.md
 
 
+def served(engine, path: str):
+    """GET ``path`` of the engine's first server, with the run's API key."""
+    return get_json(engine.urls[0] + path, api_key=engine.replicas[0].api_key)
+
+
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory) -> Path:
     """The tiny model (sharpened, seed 0) and tokenizer saved with ``save_pretrained``."""
@@ -131,7 +136,7 @@ def test_weight_sync_changes_generation_stamps_the_version_and_matches_hf(engine
     print(f"\n{transport} weight update took {sync.last_update_s:.2f} s")
     after = greedy(engine)
     assert {g.weight_version for g in after} == {version + 1}
-    assert get_json(engine.urls[0] + "/model_info")["weight_version"] == str(version + 1)
+    assert served(engine, "/model_info")["weight_version"] == str(version + 1)
     assert [g.token_ids for g in after] != [g.token_ids for g in before]
     hf.update_weights(v2, version + 1)
     assert [g.token_ids for g in after] == [g.token_ids for g in greedy(hf)]
@@ -147,7 +152,6 @@ def test_weight_sync_changes_generation_stamps_the_version_and_matches_hf(engine
 
 def test_a_version_the_engine_did_not_set_fails_loudly(engine):
     version = engine.weight_version
-    url = engine.urls[0]
     # Someone else changes the server's weights/version behind the engine's back.
     engine.run(engine.post(engine.replicas[0], "/update_weight_version", {"new_version": "999"}))
     try:
@@ -160,7 +164,7 @@ def test_a_version_the_engine_did_not_set_fails_loudly(engine):
         engine.run(
             engine.post(engine.replicas[0], "/update_weight_version", {"new_version": str(version)})
         )
-    assert get_json(url + "/model_info")["weight_version"] == str(version)
+    assert served(engine, "/model_info")["weight_version"] == str(version)
     assert {g.weight_version for g in greedy(engine, n=2)} == {version}
 
 

@@ -42,6 +42,11 @@ PROMPTS = PARITY_PROMPTS
 LOG_PROB_ATOL = 1e-4  # fp32 on both sides; measured max |diff| is about 1e-6 (docs/engines.md)
 
 
+def served(engine, path: str):
+    """GET ``path`` of the engine's first server, with the run's API key."""
+    return get_json(engine.urls[0] + path, api_key=engine.replicas[0].api_key)
+
+
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory) -> Path:
     """The tiny model (sharpened, seed 0) and tokenizer saved with ``save_pretrained``."""
@@ -168,7 +173,7 @@ def test_native_sync_changes_generation_stamps_the_version_and_matches_hf(
     print(f"\nnative {transport} sync ({bucket_mb} MB buckets) took {sync.last_update_s:.2f} s")
     after = greedy(engine)
     assert engine.weight_version == 21 and {g.weight_version for g in after} == {21}
-    assert get_json(engine.urls[0] + "/weight_info") == {"weight_version": "21"}
+    assert served(engine, "/weight_info") == {"weight_version": "21"}
     assert [g.token_ids for g in after] != [g.token_ids for g in before]
     hf.update_weights(v2, version=21)
     assert [g.token_ids for g in after] == [g.token_ids for g in greedy(hf)]
@@ -268,13 +273,14 @@ def test_bad_requests_are_named_errors_and_leave_the_server_serving(engine):
     assert greedy(engine, n=4) == before
 
 
-def test_unknown_tensor_name_is_refused_by_the_server_which_keeps_serving(engine):
+def test_unknown_tensor_name_is_refused_by_the_server_which_keeps_serving(engine, monkeypatch):
     # Attached engines do not read the checkpoint, so the name reaches the server; rlctl's
     # transfer engine checks every name of the sync (sent with the first bucket) before it
     # loads anything, even when the bad name comes in the last of ~7 buckets.
     options = {"transport": "http_bytes", "bucket_mb": 0.05}
+    monkeypatch.setenv("RLCTL_TEST_VLLM_KEY", engine.replicas[0].api_key)  # the run's key
     recipe = tiny_recipe("unused-in-attach-mode", urls=engine.urls, startup_timeout_s=10,
-                         weight_sync=options)
+                         weight_sync=options, api_key_env="RLCTL_TEST_VLLM_KEY")
     attached = VLLMRolloutEngine(engine_spec(recipe))
     attached.load()
     try:
@@ -293,7 +299,7 @@ def test_unknown_tensor_name_is_refused_by_the_server_which_keeps_serving(engine
         )
         assert attached.weight_version == 0
         # resumed after the failure
-        assert get_json(engine.urls[0] + "/is_paused") == {"is_paused": False}
+        assert served(engine, "/is_paused") == {"is_paused": False}
         # old weights intact
         assert [g.token_ids for g in greedy(attached, n=4)] == [g.token_ids for g in before]
         VLLMWeightSync(VLLMWeightSyncOptions(**options))(sharpened_state(0), attached, 32)

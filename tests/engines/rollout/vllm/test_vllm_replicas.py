@@ -44,6 +44,7 @@ def engine(checkpoint, tmp_path_factory):  # noqa: F811 - the imported fixture
     logs = tmp_path_factory.mktemp("vllm-logs")
     recipe = Recipe.model_validate({
         "run": {"seed": 0, "device": "cpu"},
+        "resources": {"devices_per_node": 2},  # a device per server
         "model": {"path": str(checkpoint), "dtype": "float32", "tiny": TINY_SHAPE},
         "engines": {"rollout": {"backend": "vllm", "replicas": 2, "options": {
             "python": VLLM_PYTHON, "startup_timeout_s": 420, "log_dir": str(logs),
@@ -81,7 +82,8 @@ def test_weight_sync_reaches_both_servers(engine, hf):  # noqa: F811
     sync(v2, engine, 7)
     print(f"\nnative http_bytes sync to 2 servers took {sync.last_update_s:.2f} s")
     for replica in engine.replicas:
-        assert get_json(replica.url + "/weight_info") == {"weight_version": "7"}
+        served = get_json(replica.url + "/weight_info", api_key=replica.api_key)
+        assert served == {"weight_version": "7"}
         assert transfer_stats(engine, replica)["updates"] == 1
     hf.update_weights(v2, version=7)
     # 12 requests alternate over the servers: both answer like hf with the new weights.
