@@ -77,6 +77,10 @@ def test_shared_holds_the_dicts_handed_over_and_checks_like_any_batch():
     tags = ({"seq_len": 1}, {"seq_len": 2})
     m = KVBatchMeta.shared(["a_0_0", "a_1_0"], "train", tags)
     assert m.tags[0] is tags[0] and m == KVBatchMeta(("a_0_0", "a_1_0"), "train", tags)
+    assert type(m.keys) is tuple and type(m.tags) is tuple  # lists handed in are frozen
+    assert m.select([1]).tags[0] is tags[1]  # and what it splits off shares them too
+    copy = pickle.loads(pickle.dumps(m))
+    assert copy == m and copy.tags[0] is not tags[0]
     with pytest.raises(ValueError, match="duplicate"):
         KVBatchMeta.shared(["a_0_0", "a_0_0"], "train", tags)
     with pytest.raises(ValueError, match="2 keys but 1 tag"):
