@@ -126,7 +126,11 @@ def register_rollout_engines(register: Callable[..., None]) -> None:
     Metadata: ``weight_sync`` (str, default weight-sync method name for this engine);
     ``partial_rollout`` (bool, default ``False``: it aborts and resumes requests at a weight
     update); ``json_schema`` (bool, default ``False``: it constrains decoding to
-    ``SamplingParams.json_schema``; the others must raise on it, never ignore it).
+    ``SamplingParams.json_schema``; the others must raise on it, never ignore it);
+    ``memory_release`` (bool, default ``False``: it can free its weights and KV cache while
+    training runs, ``RolloutEngine.release_memory`` / ``resume_memory``; the step plan asks
+    it to where it shares the training devices, and the engine still says at start whether it
+    does on the device it got, ``RolloutEngine.memory_release``).
     """
 
 

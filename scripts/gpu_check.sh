@@ -4,7 +4,13 @@
 #   1. vLLM rollout + FSDP2 (NCCL) training, then
 #   2. vLLM rollout + Megatron-core training,
 # each on recipes/tiny_grpo.toml + scripts/gpu_check.toml (qwen3_grpo's algorithm scaled down
-# to one GPU and a small Qwen3 built offline: the GPU machine cannot download).
+# to one GPU and a small Qwen3 built offline: the GPU machine cannot download), then
+#   3. colocated memory (CUDA only): the rollout server's sleep / wake and the weight sync
+#      across it (scripts/gpu_colocated_memory.py: device memory freed, generation after the
+#      sync; vLLM, and SGLang when RLCTL_SGLANG_PYTHON names its env), and the fsdp run again
+#      with engines.rollout.release_memory=false: step time with and without the release,
+#   4. where 2+ GPUs are visible: split and colocate placement on two GPUs (placement.json:
+#      every worker sees exactly the GPU Ray gave it; split keeps rollout off training's GPU).
 #
 # Usage:   scripts/gpu_check.sh                    (on a machine with one CUDA GPU, ~10 min)
 #          STEPS=4 scripts/gpu_check.sh            (fewer steps)
@@ -79,4 +85,90 @@ print(f"=== {backend}: {len(rows)} steps, wall {wall} s, mean step (after the fi
       f"reward first {rows[0]['critic/score/mean']:.3f} last {rows[-1]['critic/score/mean']:.3f}")
 PY
 done
+
+# 3. Colocated memory: vLLM sleep mode / SGLang's memory saver run on CUDA only.
+if [[ "$DEVICE" == "cuda" && "${GPU_CHECK_SLEEP:-1}" == "1" ]]; then
+    echo "=== colocated memory: sleep / wake and the weight sync across it"
+    timeout "$STEP_TIMEOUT_S" python scripts/gpu_colocated_memory.py vllm "$VLLM_PY" || status=1
+    if [[ -n "${RLCTL_SGLANG_PYTHON:-}" ]]; then
+        timeout "$STEP_TIMEOUT_S" python scripts/gpu_colocated_memory.py sglang \
+            "$RLCTL_SGLANG_PYTHON" || status=1
+    fi
+    name="gpu-check-fsdp-resident"
+    echo "=== fsdp with engines.rollout.release_memory=false (compare with gpu-check-fsdp)"
+    if timeout "$STEP_TIMEOUT_S" rlctl train recipes/tiny_grpo.toml scripts/gpu_check.toml --quiet \
+        "${overrides[@]}" -s engines.train.backend=fsdp -s engines.rollout.release_memory=false \
+        -s "engines.rollout.options.python=$VLLM_PY" \
+        -s "run.output_dir=$RUN_ROOT" -s "run.name=$name"; then
+        python - "$RUN_ROOT" <<'PY'
+import json, sys
+
+def rows(name):
+    path = f"{sys.argv[1]}/{name}/metrics.jsonl"
+    try:
+        return [json.loads(line) for line in open(path) if line.strip()][1:]  # after warm-up
+    except FileNotFoundError:
+        return []
+
+for name in ("gpu-check-fsdp", "gpu-check-fsdp-resident"):
+    got = rows(name)
+    if not got:
+        print(f"=== {name}: no metrics")
+        continue
+    mean = lambda k: sum(r.get(k, 0.0) for r in got) / len(got)
+    print(f"=== {name}: mean step {mean('timing_s/step'):.2f} s, release "
+          f"{mean('timing_s/release_memory'):.3f} s, weight sync {mean('timing_s/update_weights'):.2f} s, "
+          f"released {mean('rollout/memory_released'):.2f}")
+PY
+    else
+        echo "=== fsdp resident: FAILED (exit $?)"
+        status=1
+    fi
+else
+    echo "=== colocated memory: skipped (device=$DEVICE: sleep mode is CUDA-only)"
+fi
+# 4. Placement on 2+ GPUs: split gives rollout a GPU of its own; colocate shares them.
+gpus=0
+if [[ "$DEVICE" == "cuda" ]]; then
+    gpus=$(python -c 'import torch; print(torch.cuda.device_count())')
+fi
+if (( gpus >= 2 )); then
+    for placement in split colocate; do
+        name="gpu-check-place-$placement"
+        ranks=$([[ "$placement" == "split" ]] && echo 1 || echo 2)
+        echo "=== placement $placement on 2 GPUs: $ranks training rank(s), one vLLM replica"
+        if ! timeout "$STEP_TIMEOUT_S" rlctl train recipes/tiny_grpo.toml scripts/gpu_check.toml \
+            --quiet "${overrides[@]}" -s engines.train.backend=fsdp -s resources.accelerator=gpu \
+            -s resources.devices_per_node=2 -s "resources.placement=$placement" \
+            -s "engines.train.ranks=$ranks" -s "engines.rollout.options.python=$VLLM_PY" \
+            -s "run.output_dir=$RUN_ROOT" -s "run.name=$name"; then
+            echo "=== placement $placement: FAILED (exit $?)"
+            status=1
+            continue
+        fi
+        python - "$RUN_ROOT/$name" "$placement" <<'PY' || status=1
+import json, sys
+
+run, placement = sys.argv[1], sys.argv[2]
+rows = json.load(open(f"{run}/placement.json"))
+for r in rows:
+    seen = r["reported"]
+    print(f"  {r['role']} {r['rank']}: GPU {','.join(r['devices'])} share {r['share']:g}, "
+          f"sees CUDA_VISIBLE_DEVICES={seen['cuda_visible_devices']}")
+    assert seen["cuda_visible_devices"] == ",".join(r["devices"]), r  # what Ray gave it
+train = {d for r in rows if r["role"] == "train" for d in r["devices"]}
+rollout = {d for r in rows if r["role"] == "rollout" for d in r["devices"]}
+if placement == "split":
+    assert not train & rollout, (train, rollout)
+else:
+    assert rollout <= train, (train, rollout)
+steps = [json.loads(x) for x in open(f"{run}/metrics.jsonl") if x.strip()][1:]
+if steps:
+    mean = sum(r["timing_s/step"] for r in steps) / len(steps)
+    print(f"=== placement {placement}: ok, mean step (after the first) {mean:.2f} s")
+PY
+    done
+else
+    echo "=== placement on 2 GPUs: skipped ($gpus GPU(s) visible)"
+fi
 exit $status

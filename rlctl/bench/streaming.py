@@ -1,7 +1,12 @@
 """Streaming (bounded staleness k) against sync training: the same recipe, two runs, ratios.
 
 Both runs are ``rlctl train`` subprocesses of one benchmark process, run one after the
-other on the same machine (so neither competes with the other for cores). Each run's
+other on the same machine (so neither competes with the other for cores). Each mode runs on
+its own best placement: sync as the recipe places it (``colocate``: generation and training
+take turns on all the devices), streaming with ``resources.placement = "split"`` (rollout on
+devices of its own, training on the rest: :func:`split_overrides`), the point of streaming
+being that both run at once. Each run's ``placement.json`` says which cores (devices) every
+worker got; the report prints them. Each run's
 ``metrics.jsonl`` gives, per step, its wall time (``timing_s/step``) and where it went (the
 other ``timing_s/*`` keys) and the mean reward (``critic/score/mean``). From them:
 
@@ -55,6 +60,8 @@ class ModeSummary:
     wall_s: float | None = None
     """The whole process, start-up and final save included."""
     staleness_mean: float | None = None
+    placement: list[str] = field(default_factory=list)
+    """Where each worker ran (``placement.json``): ``train 0: cores 0``, ..."""
 
 
 def summarize(mode: str, rows: Sequence[dict[str, Any]], target: float = 0.6,
@@ -102,7 +109,22 @@ def run_mode(recipe: Path, mode: str, out_dir: Path, overrides: Sequence[str]) -
     wall = time.monotonic() - started
     path = out_dir / mode / "metrics.jsonl"
     rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
-    return summarize(mode, rows, wall_s=wall)
+    summary = summarize(mode, rows, wall_s=wall)
+    summary.placement = placement_rows(out_dir / mode / "placement.json")
+    return summary
+
+
+def placement_rows(path: Path) -> list[str]:
+    """``role rank: cores ...`` per worker, from a run's ``placement.json`` (what each process
+    reported it may run on); none without the file (``--local``)."""
+    if not path.exists():
+        return []
+    rows = json.loads(path.read_text())
+    def seen(r: dict[str, Any]) -> str:  # CPU: the cores the process may run on
+        return ",".join(map(str, r["reported"]["cpus"] if r["resource"] == "CPU"
+                            else r["devices"]))
+
+    return [f"{r['role']} {r['rank']}: {r['resource']} {seen(r)}" for r in rows]
 
 
 STREAMING = ("-s", "algorithm.staleness.policy=bounded",
@@ -113,35 +135,69 @@ def streaming_overrides(k: int) -> list[str]:
     return [part.format(k=k) for part in STREAMING]
 
 
-def report(sync: ModeSummary, stream: ModeSummary) -> str:
-    """A plain-text table of both runs and the ratios."""
-    ratios = compare(sync, stream)
+def split_overrides(recipe: Path, overrides: Sequence[str] = ()) -> list[str]:
+    """``-s`` overrides that run ``recipe`` (with ``overrides``, ``-s KEY=VALUE`` pairs)
+    split: rollout (and reward-model) workers on devices of their own, as many training ranks
+    as the devices left give."""
+    from rlctl.config.pipeline import load_recipe
+    from rlctl.config.placement import placement_of
+    from rlctl.registry import get_registry
+
+    loaded = load_recipe([recipe], list(overrides[1::2]))
+    plan = placement_of(loaded.recipe, get_registry(),
+                        loaded.options_for("engines.rollout.options"))
+    res = loaded.recipe.resources
+    others = sum(len(s.devices) for s in plan.seats if s.role != "train")
+    ranks = res.nodes * res.devices_per_node - others
+    if ranks < 1:
+        raise ValueError(f"{recipe}: the rollout and reward workers take all "
+                         f"{res.nodes * res.devices_per_node} devices; split leaves no training "
+                         "rank (raise resources.devices_per_node)")
+    return ["-s", "resources.placement=split", "-s", f"engines.train.ranks={ranks}"]
+
+
+def best_sync(syncs: Sequence[ModeSummary]) -> ModeSummary:
+    """Sync's baseline: the fastest (steps/s) of its placements."""
+    return max(syncs, key=lambda m: m.steps_per_s)
+
+
+def report(syncs: Sequence[ModeSummary], stream: ModeSummary) -> str:
+    """A plain-text table of every run (a column each) and streaming's ratios over the best
+    sync run."""
+    runs = [*syncs, stream]
+    base = best_sync(syncs)
+    ratios = compare(base, stream)
 
     def fmt(v: float | None, spec: str = ".2f") -> str:
         return "-" if v is None else format(v, spec)
 
-    lines = [f"{'':28}{'sync':>12}{stream.mode:>12}"]
-    for label, a, b, spec in [
-        ("steps/s", sync.steps_per_s, stream.steps_per_s, ".3f"),
-        ("step time, total (s)", sync.step_time_s, stream.step_time_s, ".1f"),
-        ("wall time, process (s)", sync.wall_s, stream.wall_s, ".1f"),
-        ("time to 10-step mean 0.6 (s)", sync.time_to_reward_s, stream.time_to_reward_s, ".1f"),
-        ("step reaching it", sync.step_to_reward, stream.step_to_reward, "d"),
-        ("reward, first 3 steps", sync.first3, stream.first3, ".3f"),
-        ("reward, last 10 steps", sync.last10, stream.last10, ".3f"),
-        ("staleness, mean", sync.staleness_mean, stream.staleness_mean, ".2f"),
+    def row(label: str, values: Sequence[Any], spec: str) -> str:
+        return f"{label:28}" + "".join(f"{fmt(v, spec):>16}" for v in values)
+
+    lines = [f"{'':28}" + "".join(f"{m.mode:>16}" for m in runs)]
+    for label, attr, spec in [
+        ("steps/s", "steps_per_s", ".3f"),
+        ("step time, total (s)", "step_time_s", ".1f"),
+        ("wall time, process (s)", "wall_s", ".1f"),
+        ("time to 10-step mean 0.6 (s)", "time_to_reward_s", ".1f"),
+        ("step reaching it", "step_to_reward", "d"),
+        ("reward, first 3 steps", "first3", ".3f"),
+        ("reward, last 10 steps", "last10", ".3f"),
+        ("staleness, mean", "staleness_mean", ".2f"),
     ]:
-        lines.append(f"{label:28}{fmt(a, spec):>12}{fmt(b, spec):>12}")
-    lines.append(f"{'meets the bar':28}{sync.meets_bar!s:>12}{stream.meets_bar!s:>12}")
+        lines.append(row(label, [getattr(m, attr) for m in runs], spec))
+    lines.append(f"{'meets the bar':28}" + "".join(f"{m.meets_bar!s:>16}" for m in runs))
     lines.append("mean seconds per step, by phase:")
-    for phase in sorted(set(sync.breakdown) | set(stream.breakdown)):
-        lines.append(f"  {phase:26}{fmt(sync.breakdown.get(phase), '.3f'):>12}"
-                     f"{fmt(stream.breakdown.get(phase), '.3f'):>12}")
-    lines.append(f"streaming / sync steps/s: {ratios['steps_per_s']:.3f}x; time to reward: "
+    for phase in sorted(set().union(*(m.breakdown for m in runs))):
+        lines.append(row(f"  {phase}", [m.breakdown.get(phase) for m in runs], ".3f"))
+    lines += [f"placement, {m.mode}: {'; '.join(m.placement)}" for m in runs if m.placement]
+    lines.append(f"{stream.mode} / {base.mode} (the faster sync) steps/s: "
+                 f"{ratios['steps_per_s']:.3f}x; time to reward: "
                  f"{fmt(ratios['time_to_reward_speedup'], '.3f')}x faster")
     return "\n".join(lines)
 
 
-def as_json(sync: ModeSummary, stream: ModeSummary) -> str:
-    return json.dumps({"sync": asdict(sync), "streaming": asdict(stream),
-                       "ratios": compare(sync, stream)}, indent=2)
+def as_json(syncs: Sequence[ModeSummary], stream: ModeSummary) -> str:
+    base = best_sync(syncs)
+    return json.dumps({"sync": [asdict(m) for m in syncs], "streaming": asdict(stream),
+                       "baseline": base.mode, "ratios": compare(base, stream)}, indent=2)

@@ -226,9 +226,10 @@ class TrainEngineSection(Section):
     log_prob_micro_batch_size: PositiveInt = 32
     """Samples per forward when computing log-probs or values."""
     old_log_prob_pass: Literal["auto", "always"] = "auto"
-    """``auto``: skip the old log-prob forward when the update is provably on-policy and take them
-    from the update's own forward (docs/trainer.md); ``always``: run it every step. Either way
-    the same numbers; ``rlctl config show`` prints what the plan chose and why."""
+    """``auto``: skip the old log-prob forward when the update's own forward runs on the step's
+    weights (one epoch, one minibatch) and take them from it (docs/trainer.md); ``always``: run
+    it every step. Either way the same numbers; ``rlctl config show`` prints what the plan chose
+    and why."""
     advantage_pass: Literal["auto", "always"] = "auto"
     """``auto``: without a critic the actor update computes the advantages itself, from its own
     read of shards that keep every group whole (docs/trainer.md); ``always``: a separate
@@ -252,6 +253,12 @@ class RolloutEngineSection(Section):
     lora_sync: Literal["adapter", "merged"] = "adapter"
     """With ``[model.lora]``: ``adapter`` moves only the adapters (the engine loads them),
     ``merged`` the base weights with the adapters merged in (for engines without adapters)."""
+    release_memory: bool = True
+    """While training runs, the rollout engine frees its weights (kept in CPU memory) and KV
+    cache from the devices it shares with training, and takes them back for the weight sync
+    and the next generation (vLLM sleep mode, SGLang's memory saver). Used where it can be:
+    colocated placement, sync training, an engine that supports it, on CUDA; ``rlctl config
+    show`` says whether and why. ``false``: keep them resident (no release, no wake-up cost)."""
     options: Options = {}
     """Engine options, validated by the engine's option model."""
 

@@ -48,7 +48,9 @@ class TransferQueueOptions(BaseModel):
     """Seconds ``tq.init`` may take before the backend fails instead of hanging."""
     call_timeout_s: PositiveFloat = 120.0
     """Seconds any single call to the index actor may take before failing."""
-    loopback_only: bool = True
-    """Refuse to start TQ unless Ray's node address (which TQ's ZMQ sockets bind to) is loopback."""
+    loopback_only: bool | None = None
+    """Refuse to start TQ unless Ray's node address (which TQ's ZMQ sockets bind to) is
+    loopback. Unset: loopback is required unless the run joined a cluster at an address
+    (``resources.address``), whose nodes bind the addresses their operator gave them."""
     logging_level: str = "ERROR"
     """``TQ_LOGGING_LEVEL`` for TransferQueue's own logs (it warns on every op otherwise)."""

@@ -251,9 +251,15 @@ def call(ref: Any, timeout: float, what: str, *, raw: bool = False) -> Any:
 
 
 def get_or_create(name: str, namespace: str) -> Any:
-    """The named index actor of a run, created on first use (owned by the caller's job)."""
+    """The named index actor of a run, created on first use (owned by the caller's job) on
+    the caller's node: the controller creates it, so the run's index lives with the run's
+    controller, never on a worker node whose loss would take every stored key with it."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
     return IndexActor.options(
-        name=name, namespace=namespace, get_if_exists=True, num_cpus=0, max_concurrency=1000
+        name=name, namespace=namespace, get_if_exists=True, num_cpus=0, max_concurrency=1000,
+        scheduling_strategy=here,
     ).remote()
 
 

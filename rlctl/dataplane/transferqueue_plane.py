@@ -71,6 +71,15 @@ def _tq_running() -> bool:
         return False
 
 
+def _loopback_required(options: TransferQueueOptions) -> bool:
+    """``loopback_only``, or when unset: unless the run joined a cluster at an address (set by
+    rlctl.run.runtime for every process of the run; a joined cluster's node address is the
+    one its operator gave)."""
+    if options.loopback_only is not None:
+        return options.loopback_only
+    return os.environ.get("RLCTL_RAY_CLUSTER") != "joined"
+
+
 def _start_tq(options: TransferQueueOptions) -> bool:
     """Start TransferQueue (or attach to a running one). Returns True if we started it."""
     import transfer_queue as tq
@@ -82,7 +91,7 @@ def _start_tq(options: TransferQueueOptions) -> bool:
         _with_timeout(tq.init, options.init_timeout_s, "attach (tq.init)")
         return False
     node_ip = ray.util.get_node_ip_address().strip("[]")
-    if options.loopback_only and not (node_ip.startswith("127.") or node_ip == "::1"):
+    if _loopback_required(options) and not (node_ip.startswith("127.") or node_ip == "::1"):
         raise DataPlaneError(
             f"transferqueue would bind its ZMQ sockets to {node_ip} (Ray's node address), not "
             "loopback: set RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 before ray.init, or set "

@@ -37,6 +37,7 @@ def register_rollout_engines(register) -> None:  # type: ignore[no-untyped-def]
         weight_sync="vllm",
         partial_rollout=True,  # aborts and resumes requests at a weight update
         json_schema=True,  # constrained decoding: SamplingParams.json_schema
+        memory_release=True,  # sleep mode while training runs (colocated, CUDA)
     )
     register(
         "sglang",
@@ -45,6 +46,7 @@ def register_rollout_engines(register) -> None:  # type: ignore[no-untyped-def]
         description="SGLang server(s), token-in/token-out over the native /generate",
         weight_sync="sglang",
         partial_rollout=True,  # aborts and resumes requests at a weight update
+        memory_release=True,  # the memory saver while training runs (colocated, CUDA)
     )
 
 

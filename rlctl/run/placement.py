@@ -103,7 +103,7 @@ def reserve(plan: PlacementPlan, *, timeout_s: float) -> ClusterPlacement:
             f"the placement plan was not scheduled within schedule.start_timeout_s = "
             f"{timeout_s:g} s: it needs {_needs(plan, resource, chosen)}; the cluster has "
             f"{_cluster(_live_nodes())}")
-    ids = _probe(pg, order) if resource == "GPU" else {}
+    ids = _probe(pg, order, timeout_s) if resource == "GPU" else {}
     return ClusterPlacement(plan, resource, pg, order, chosen, ids)
 
 
@@ -157,7 +157,8 @@ def _cluster(nodes: list[dict[str, Any]]) -> str:
         f"{n['Resources'].get('CPU', 0):g} CPU" for n in nodes)
 
 
-def _probe(pg: Any, order: dict[tuple[int, int], int]) -> dict[tuple[int, int], str]:
+def _probe(pg: Any, order: dict[tuple[int, int], int],
+           timeout_s: float) -> dict[tuple[int, int], str]:
     """Which device Ray gave each GPU bundle (a tiny task in each reads its GPU ids)."""
     import ray
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
@@ -168,7 +169,7 @@ def _probe(pg: Any, order: dict[tuple[int, int], int]) -> dict[tuple[int, int], 
 
     refs = {slot: device_of.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
         pg, placement_group_bundle_index=index)).remote() for slot, index in order.items()}
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + timeout_s
     out = {}
     for slot, ref in refs.items():
         out[slot] = ray.get(ref, timeout=max(deadline - time.monotonic(), 1.0))

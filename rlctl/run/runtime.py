@@ -43,9 +43,17 @@ def cluster_address(address: str | None) -> str | None:
     return address or os.environ.get("RAY_ADDRESS") or None
 
 
+# Which kind of cluster the run's processes are in. Plugins opened from options alone (the
+# transferqueue plane's loopback check) read it: a joined cluster's nodes bind the node
+# addresses its operator gave them, a private one binds loopback only.
+CLUSTER_KIND_VAR = "RLCTL_RAY_CLUSTER"
+
+
 def run_env(*, joining: bool) -> dict[str, str]:
     """The variables :func:`apply_run_env` sets (``joining``: a cluster at an address)."""
-    return dict(RUN_ENV) if joining else {**RUN_ENV, **LOOPBACK_ENV}
+    if joining:
+        return {**RUN_ENV, CLUSTER_KIND_VAR: "joined"}
+    return {**RUN_ENV, **LOOPBACK_ENV, CLUSTER_KIND_VAR: "private"}
 
 
 def apply_run_env(*, joining: bool = False) -> None:

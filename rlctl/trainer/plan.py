@@ -6,7 +6,8 @@ moves (full weights, the adapters, or the adapters merged in), where the old log
 from (their own forward pass, or the update's forward), where the advantages are computed
 (their own phase, or inside the actor update), where the KL to the reference enters, which
 off-policy correction weighs the loss, the sampling temperature the trainer scores with, and
-where the rollout-vs-trainer probability gap is measured. Each choice is made here, from the
+where the rollout-vs-trainer probability gap is measured, and whether the rollout engine releases
+its device memory while training runs. Each choice is made here, from the
 loaded recipe, the registry and the staleness policy, with the reason for it; the controller's
 step and every training worker read the same frozen plan (workers receive it once, at
 start), and ``rlctl config show`` prints it. Nothing here imports torch or Ray.
@@ -15,10 +16,13 @@ Why the old log-prob pass can be skipped: the old log-probs are the policy's log
 step's samples before this step's update. With one epoch and one minibatch the update's single
 forward runs on exactly those weights and samples, so its detached log-probs *are* the old
 log-probs: the ratio is 1 and its gradient is the policy gradient (verl and TRL skip the pass
-there too). Everything else needs the pass: a second minibatch or epoch trains on weights the
-first one changed; a streaming policy trains samples older weights generated; the KL-in-reward
-penalty or an estimator reads old log-probs before the update runs; an off-policy correction
-weighs by old over rollout probabilities.
+there too). This holds for samples older weights generated (streaming) as well: the old
+log-probs are the *proximal* policy's, the weights that train the step, not the behaviour
+policy's (the rollout engine's, stored with every sample), so an off-policy correction's weight
+``pi_prox / pi_behav`` takes the update's detached log-probs as ``pi_prox`` (AReaL's decoupled
+PPO with one minibatch does the same). What needs the pass: a second minibatch or epoch trains
+on weights the first one changed; the KL-in-reward penalty or an estimator reads old log-probs
+before the update runs.
 
 Why the advantages can move into the update: without a critic nothing reads them between
 their phase and the actor update, so the update computes them from its own read of the step,
@@ -79,6 +83,15 @@ class StepPlan:
     and at least as many groups per step as data-parallel ranks)."""
     critic_warmup_steps: int
     """Steps that train only the critic before the actor's first update."""
+    rollout_memory: Choice = Choice("keep", "not decided (a plan built by hand)")
+    """``release`` (the rollout engine frees its weights and KV cache while training runs and
+    takes them back for the weight sync) or ``keep``; why: what decided it."""
+
+    @property
+    def releases_rollout_memory(self) -> bool:
+        """Whether the rollout engines are asked to release their memory while training runs
+        (an engine that cannot, e.g. on CPU, says so at start and keeps it)."""
+        return self.rollout_memory.value == "release"
 
     @property
     def has_reference(self) -> bool:
@@ -121,6 +134,7 @@ class StepPlan:
              "(0, greedy, is scored at 1)")),
             ("rollout-vs-trainer gap", self.probs_gap, ("measured in the first forward over "
              "the step's samples with the step's weights")),
+            ("rollout memory while training", self.rollout_memory.value, self.rollout_memory.why),
         ]
 
 
@@ -167,18 +181,51 @@ def build_plan(loaded: LoadedRecipe, registry: Any, policy: Any) -> StepPlan:
         trained=_trained(loaded),
         reference=reference,
         weights=_weights(loaded),
-        old_log_probs=_old_log_probs(loaded, registry, policy, correction),
+        old_log_probs=_old_log_probs(loaded, registry),
         advantages=_advantages(loaded),
         kl=_kl(alg.kl.apply_in),
         correction=correction,
         temperature=recipe.rollout.temperature or 1.0,
         whole_groups=_whole_groups(loaded),
         critic_warmup_steps=recipe.critic.warmup_steps if recipe.critic.enabled else 0,
+        rollout_memory=_rollout_memory(loaded, registry, policy),
     )
 
 
-def _old_log_probs(loaded: LoadedRecipe, registry: Any, policy: Any,
-                   correction: OffPolicyCorrection) -> Choice:
+def _rollout_memory(loaded: LoadedRecipe, registry: Any, policy: Any) -> Choice:
+    """``release`` where the rollout engine shares the training devices, nothing generates
+    while training runs, and the engine (registered with ``memory_release=True``, on CUDA,
+    with servers of its own) can free its memory; else ``keep``, saying why."""
+    recipe = loaded.recipe
+    rollout, resources = recipe.engines.rollout, recipe.resources
+    if not rollout.release_memory:
+        return Choice("keep", "engines.rollout.release_memory = false")
+    if resources.mode == "ray" and resources.placement == "split":
+        return Choice("keep", 'resources.placement = "split": the rollout has devices of its own')
+    if policy.lookahead > 0:
+        return Choice("keep", f"the {recipe.algorithm.staleness.policy!r} staleness policy "
+                              "streams: generation runs while training does")
+    engine = registry.find("rollout_engine", rollout.backend)
+    if engine is None or not engine.metadata.get("memory_release", False):
+        return Choice("keep", f"the {rollout.backend!r} rollout engine cannot release its "
+                              "weights and KV cache (they stay resident)")
+    if rollout.options.get("urls"):
+        return Choice("keep", "engines.rollout.options.urls: attached servers, which rlctl "
+                              "did not start able to release memory")
+    if recipe.run.device == "cpu":
+        return Choice("keep", 'run.device = "cpu": vLLM\'s sleep mode and SGLang\'s memory '
+                              "saver run on CUDA only")
+    where = ("colocated with training" if resources.mode == "ray"
+             else "in the trainer's process (local mode)")
+    cuda = " (on CUDA: with run.device = \"auto\" a CPU run keeps it)" \
+        if recipe.run.device == "auto" else ""
+    return Choice("release", f"the rollout runs {where} and sync training leaves it idle: it "
+                             "frees its weights (kept in CPU memory) and KV cache after "
+                             "generating, takes the weights back before the weight sync and "
+                             f"the KV cache after it{cuda}")
+
+
+def _old_log_probs(loaded: LoadedRecipe, registry: Any) -> Choice:
     recipe = loaded.recipe
     alg = recipe.algorithm
     if recipe.engines.train.old_log_prob_pass == "always":
@@ -186,19 +233,14 @@ def _old_log_probs(loaded: LoadedRecipe, registry: Any, policy: Any,
     if alg.epochs != 1 or alg.minibatches != 1:
         return Choice("pass", f"{alg.epochs} epoch(s) x {alg.minibatches} minibatch(es): later "
                               "ones are off-policy")
-    if policy.lookahead > 0:
-        return Choice("pass", f"the {alg.staleness.policy!r} staleness policy streams (samples "
-                              "of older weights)")
     if alg.kl.apply_in == "reward":
         return Choice("pass", "the KL penalty in the reward reads old log-probs before the "
                               "update")
-    if correction.active:
-        return Choice("pass", f"the {correction.method!r} off-policy correction weighs by them")
     requires = registry.get("advantage_estimator", alg.estimator).metadata.get("requires", ())
     if "old_log_probs" in requires:
         return Choice("pass", f"the {alg.estimator!r} estimator reads them")
-    return Choice("update", "one epoch, one minibatch, on-policy samples: the update's own "
-                            "forward gives them (detached)")
+    return Choice("update", "one epoch, one minibatch: the update's own forward runs on the "
+                            "step's weights and gives them (detached)")
 
 
 def _whole_groups(loaded: LoadedRecipe) -> bool:

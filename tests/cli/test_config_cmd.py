@@ -226,6 +226,7 @@ replicas = 1
 agent_workers = 1
 weight_sync_options = {}
 lora_sync = "adapter"
+release_memory = true
 options = {}
 
 [engines.reward]
@@ -277,6 +278,7 @@ progress = true
 #   off-policy correction = none  (samples are on-policy, or [algorithm.correction] method = "none")
 #   temperature = 1  (the rollout's sampling temperature (0, greedy, is scored at 1))
 #   rollout-vs-trainer gap = old log-prob pass  (measured in the first forward over the step's samples with the step's weights)
+#   rollout memory while training = keep  (the 'hf' rollout engine cannot release its weights and KV cache (they stay resident))
 # placement (colocate; a device is a GPU when the cluster has GPUs, else a CPU core):
 #   asks the cluster for node 0: 2 GPU or CPU (devices 0,1)
 #   train 0: node 0, devices 0 (share 0.5)

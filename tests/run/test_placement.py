@@ -32,7 +32,7 @@ RUN_BOUND_S = 420.0
 
 @pytest.fixture(scope="module")
 def cluster():
-    with ray_cluster(NODES) as running:
+    with ray_cluster(NODES, dashboard=True) as running:
         print(f"test cluster of {len(NODES)} nodes started in {running.started_in_s:.1f} s")
         yield running
 
@@ -55,8 +55,10 @@ def placement(out: Path) -> dict[tuple[str, int], dict]:
 
 def test_split_puts_training_and_rollout_on_nodes_of_their_own(cluster, tmp_path) -> None:
     _head, first, second = cluster.node_addresses
+    # transferqueue's ZMQ sockets bind each node's own address: the samples cross nodes
     done = train(cluster, tmp_path, *ON_GPUS, "resources.address=auto",
-                 "resources.placement=split", "resources.rollout_nodes=1")
+                 "resources.placement=split", "resources.rollout_nodes=1",
+                 "data_plane.backend=transferqueue")
     assert done.returncode == 0, done.stderr[-3000:]
     seats = placement(tmp_path)
     assert sorted(seats) == [("rollout", 0), ("train", 0), ("train", 1)]
@@ -95,17 +97,36 @@ def test_training_ranks_on_two_nodes_meet_at_rank_0s_node(cluster, tmp_path) -> 
 
 def test_a_plan_the_cluster_cannot_hold_fails_naming_needs_and_nodes(cluster, tmp_path) -> None:
     started = time.monotonic()
+    # three nodes of one GPU each (training on two, rollout on its own): two have GPUs
     done = train(cluster, tmp_path, "resources.accelerator=gpu", "run.device=cpu",
-                 "resources.devices_per_node=3", "schedule.start_timeout_s=60")
+                 "resources.nodes=3", "resources.devices_per_node=1",
+                 "resources.placement=split", "resources.rollout_nodes=1",
+                 "schedule.start_timeout_s=60")
     took = time.monotonic() - started
     assert done.returncode == 1, done.stderr[-3000:]
     (line,) = [ln for ln in done.stderr.splitlines() if "placement plan" in ln]
-    assert "needs node 0: 3 GPU" in line
+    assert "needs node 0: 1 GPU; node 1: 1 GPU; node 2: 1 GPU" in line
     for address in cluster.node_addresses:  # what every node has
         assert address in line
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "tiny-grpo" / "metrics.jsonl").exists()
     print(f"\nunsatisfiable plan refused in {took:.1f} s")
+
+
+def test_ray_job_submit_runs_rlctl_train_as_the_clusters_driver(cluster, tmp_path) -> None:
+    """docs/multinode.md's submission: the controller is the job's driver (RAY_ADDRESS set by
+    the job server), its workers on the GPU nodes."""
+    command = " ".join(train_command(tmp_path, [*ON_GPUS, "schedule.total_steps=1"]))
+    out = cluster.run([sys.executable, "-m", "ray.scripts.scripts", "job", "submit",
+                       "--address", cluster.dashboard_url, "--",
+                       "bash", "-c", f"cd {ROOT} && exec {command}"],
+                      capture_output=True, text=True, timeout=RUN_BOUND_S)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "succeeded" in out.stdout, out.stdout[-3000:]
+    seats = placement(tmp_path)
+    nodes = {seat["reported"]["node_address"] for seat in seats.values()}
+    assert nodes and nodes <= set(cluster.node_addresses[1:])  # never the GPU-less head
+    assert (tmp_path / "tiny-grpo" / "metrics.jsonl").read_text().count("\n") == 1
 
 
 def test_a_node_that_stops_mid_run_fails_the_run_naming_it(cluster, tmp_path) -> None:

@@ -1,4 +1,4 @@
-"""The old log-prob forward is skipped exactly when the update is provably on-policy.
+"""The old log-prob forward is skipped exactly when the update gives them: one epoch, one minibatch.
 
 Tolerance of the same-seed comparison (skipped vs run): every metric is identical except
 ``training/rollout_probs_diff``, whose mean is summed in another order (in the update's
@@ -26,12 +26,21 @@ REL_TOL = 1e-9
 REORDERED = {"training/rollout_probs_diff"}  # summed in another order: REL_TOL
 
 
-def test_on_policy_update_skips_the_pass_and_changes_no_number(make_recipe, run):
+# Streaming (k = 1; --local generates step t + 1 before step t trains, so every trained sample
+# is one update old) with its default correction, decoupled PPO: the update's forward runs on
+# the proximal weights, so its detached log-probs are the pass's and the correction's weights
+# pi_prox / pi_behav do not change either.
+STREAMING = {"staleness": {"policy": "bounded", "options": {"max_staleness": 1}}}
+
+
+@pytest.mark.parametrize("algorithm", [{}, STREAMING], ids=["on_policy", "streaming"])
+def test_one_epoch_one_minibatch_skips_the_pass_and_changes_no_number(make_recipe, run,
+                                                                        algorithm):
     # micro_batch_size 16 of 32 samples: two micro-batches, so the token statistics are
     # merged across passes (the case the reordered sums come from).
     train = {"train": {"micro_batch_size": 16, "log_prob_micro_batch_size": 16}}
-    skipped = run(make_recipe(run={"name": "auto"}, engines=train))
-    forward = run(make_recipe(run={"name": "always"},
+    skipped = run(make_recipe(run={"name": "auto"}, engines=train, algorithm=algorithm))
+    forward = run(make_recipe(run={"name": "always"}, algorithm=algorithm,
                               engines={"train": {**train["train"], "old_log_prob_pass": "always"}}))
     assert all("timing_s/old_log_prob" not in r for r in skipped)  # the phase never ran
     assert all("timing_s/old_log_prob" in r for r in forward)
@@ -44,6 +53,9 @@ def test_on_policy_update_skips_the_pass_and_changes_no_number(make_recipe, run)
             else:
                 assert x[key] == y[key], (step, key, x[key], y[key])
     assert skipped[0]["actor/ppo_kl"] == 0.0 and skipped[0]["actor/pg_clipfrac"] == 0.0
+    if algorithm:  # the samples really were stale and the correction weighed them
+        assert all(r["streaming/staleness_mean"] == 1.0 for r in skipped[1:])
+        assert "actor/is_weight_mean" in skipped[-1]
 
 
 def test_entropy_is_the_per_token_mean_however_the_tokens_are_split(make_recipe, run):
@@ -71,20 +83,21 @@ def old_log_probs(recipe):
         ({"algorithm": {"epochs": 2}}, "2 epoch(s) x 1 minibatch(es)"),
         ({"algorithm": {"minibatches": 2}}, "1 epoch(s) x 2 minibatch(es)"),
         ({"algorithm": {"kl": {"in": "reward"}}}, "KL penalty in the reward"),
-        ({"algorithm": {"correction": {"method": "truncated_is"}}},
-         "'truncated_is' off-policy correction"),
-        ({"algorithm": {"correction": {"method": "masked_is"}}},
-         "'masked_is' off-policy correction"),
         ({"algorithm": {"estimator": "optimal_token_baseline"}},
          "'optimal_token_baseline' estimator reads them"),
     ],
 )
-def test_anything_off_policy_keeps_the_pass(make_recipe, patch, reason):
+def test_what_reads_them_before_the_update_keeps_the_pass(make_recipe, patch, reason):
     assert old_log_probs(make_recipe())[0] == "update"
     value, why = old_log_probs(make_recipe(**patch))
     assert value == "pass" and reason in why, why
 
 
-def test_a_streaming_step_keeps_the_pass(make_recipe):
-    value, why = old_log_probs(make_recipe(algorithm={"staleness": {"policy": "bounded"}}))
-    assert value == "pass" and "streams" in why
+@pytest.mark.parametrize("algorithm", [
+    STREAMING, {"correction": {"method": "truncated_is"}},
+    {"correction": {"method": "masked_is"}}], ids=["streaming", "truncated_is", "masked_is"])
+def test_stale_samples_and_corrections_take_them_from_the_update(make_recipe, algorithm):
+    """The old log-probs are the proximal policy's (the step's weights), not the behaviour
+    policy's: one epoch and one minibatch give them from the update, stale samples or not."""
+    value, why = old_log_probs(make_recipe(algorithm=algorithm))
+    assert value == "update" and "one epoch, one minibatch" in why

@@ -40,7 +40,8 @@ def test_a_stopped_worker_is_named_with_its_phase_within_the_bound(tmp_path, rol
     assert took < WITHIN_S, (took, err[-2000:])
     line = next(x for x in err.splitlines() if "training failed" in x)
     match = re.search(
-        rf"{group} rank (\d+) \(pid {target.pid}\) stopped answering during (\w+)", line
+        rf"{group} rank (\d+) \(pid {target.pid} on node 127\.0\.0\.1\) stopped answering "
+        r"during (\w+)", line
     )
     assert match, line
     worker_cls = RolloutWorker if group == "rollout" else TrainingWorker

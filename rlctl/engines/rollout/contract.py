@@ -18,6 +18,19 @@ if TYPE_CHECKING:
     from rlctl.config.recipe import Recipe
 
 FinishReason = Literal["stop", "length"]
+MemoryPart = Literal["weights", "kv_cache"]
+"""What a rollout engine releases while training runs and takes back, in this order: the
+weights before a weight sync writes into them, the KV cache after it."""
+MEMORY_PARTS: tuple[MemoryPart, ...] = ("weights", "kv_cache")
+
+
+@dataclass(frozen=True)
+class MemoryRelease:
+    """Whether a rollout engine frees its device memory on :meth:`RolloutEngine.release_memory`,
+    and why (or why not)."""
+
+    releases: bool
+    why: str
 
 
 @dataclass(frozen=True)
@@ -120,19 +133,24 @@ class RolloutEngineSpec(OptionsSpec):
     """The policy's ``[model.lora]`` when the weight sync moves LoRA adapters (``[engines.rollout]
     lora_sync = "adapter"``): the engine serves the base model plus the adapters each sync
     loads (server engines start able to load adapters of this rank); ``None``: full weights."""
+    release_memory: bool = False
+    """The trainer will release the engine's memory while training runs (the step plan's
+    ``rollout_memory``): server engines start able to (vLLM ``--enable-sleep-mode``, SGLang
+    ``--enable-memory-saver``) where the device allows it."""
 
     @classmethod
-    def from_loaded(cls, loaded: LoadedRecipe, *, rank: int = 0,
-                    device: str = "cpu") -> RolloutEngineSpec:
+    def from_loaded(cls, loaded: LoadedRecipe, *, rank: int = 0, device: str = "cpu",
+                    release_memory: bool = False) -> RolloutEngineSpec:
         """The spec of rollout worker ``rank``'s engine (each worker samples with its own
-        seed) from a validated recipe."""
+        seed) from a validated recipe; ``release_memory``: the step plan's
+        :attr:`~rlctl.trainer.plan.StepPlan.releases_rollout_memory`."""
         recipe = loaded.recipe
         return cls(
             model=recipe.model, model_seed=recipe.run.seed, seed=recipe.run.seed + 1000 * rank,
             device=device, replicas=replicas_per_worker(recipe),
             partial_rollout=recipe.algorithm.staleness.partial_rollout == "resume",
             weight_sync_options=loaded.options_for("engines.rollout.weight_sync_options"),
-            lora_adapters=adapter_sync_of(recipe),
+            lora_adapters=adapter_sync_of(recipe), release_memory=release_memory,
             options=loaded.options_for(cls.options_key),
         )
 
@@ -198,6 +216,25 @@ class RolloutEngine(ABC):
         """The window a weight sync runs in (requests that start meanwhile wait; partial
         rollouts abort the requests in flight and resume them after). Default: none."""
         return nullcontext()
+
+    def memory_release(self) -> MemoryRelease:
+        """Whether :meth:`release_memory` frees this engine's device memory, and why. Default:
+        it does not (the engine keeps its weights and KV cache resident)."""
+        return MemoryRelease(False, f"the {type(self).__name__} keeps its weights and KV cache "
+                                    "resident: it cannot release them")
+
+    def release_memory(self, *, timeout_s: float) -> None:
+        """Free the device memory of the weights (kept in CPU memory) and the KV cache while
+        training runs; called only while the engine is idle, when :meth:`memory_release` says
+        it releases. Default: nothing to release."""
+        return  # the default: the memory stays resident
+
+    def resume_memory(self, parts: Sequence[MemoryPart] = MEMORY_PARTS, *,
+                      timeout_s: float) -> None:
+        """Take back ``parts`` of what :meth:`release_memory` freed, in the order given (the
+        parts not released are skipped): the weights before a weight sync, the KV cache after
+        it, both before generating. Default: nothing was released."""
+        return  # the default: nothing to take back
 
     def state_dict(self) -> dict[str, Any]:
         """Sampler state a checkpoint keeps (restored, a resumed run draws the same samples).

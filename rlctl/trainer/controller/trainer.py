@@ -90,6 +90,8 @@ class Trainer:
                                          horizon=kl.horizon)
         self.policy_version = 0
         self.notes: list[str] = []  # the last step's episode notes (tools that raised...)
+        self.memory_released = 0.0  # the rollout workers that released, last step (fraction)
+        self._memory_kept_noted = False  # "released: no, why" is said once, not every step
 
     # ================================================================== one step
     def step(self, step: int) -> dict[str, float]:
@@ -99,6 +101,7 @@ class Trainer:
         with self.timer("gen"):
             batch, produced = self.producer.batch_for(step, self.policy_version)
         self.notes = step_notes(batch)  # shown by the run once the step is logged
+        self.release_rollout_memory()
         shards = self.balance(batch)
         partials = self.old_log_probs(shards)
         partials += self.reference_log_probs(shards)
@@ -107,7 +110,7 @@ class Trainer:
         partials += self.update_critic(shards, step)
         partials += self.update_actor(shards, step)
         with self.timer("update_weights"):
-            self.sync_weights(version=step)
+            self.sync_weights(version=step)  # a released rollout takes its memory back here
         merged = mr.merge(partials)
         self.update_kl_controller(merged)
         self.dump_rollouts(batch, step)
@@ -164,6 +167,22 @@ class Trainer:
             return self.train.call(TrainingWorker.update_actor, shards.per_rank,
                                    pad_to=shards.pad_to, kl_coef=self.kl_ctl.value, step=step,
                                    meanwhile=lambda: self.producer.prefetch(step))
+
+    def release_rollout_memory(self) -> None:
+        """Colocated sync training (the plan's ``rollout_memory``): the rollout engines free
+        their weights and KV cache for the training phases; the weight sync takes the weights
+        back before it writes them, the KV cache after. An engine that cannot on its device
+        keeps them and says why (once, in the step's notes)."""
+        if not self.plan.releases_rollout_memory:
+            return
+        with self.timer("release_memory"):
+            reports = self.rollout.call(RolloutWorker.release_memory)
+        self.memory_released = sum(r["released"] for r in reports) / max(len(reports), 1)
+        kept = sorted({r["why"] for r in reports if not r["released"]})
+        if kept and not self._memory_kept_noted:
+            self.notes.append("the rollout's memory stays resident while training runs: "
+                              + "; ".join(kept))
+            self._memory_kept_noted = True
 
     def sync_weights(self, version: int) -> None:
         """Actor -> rollout engines, stamped with ``version``.
@@ -285,5 +304,7 @@ class Trainer:
         metrics["rollout/failures"] = produced.pop("rollout/failures")
         metrics["actor/kl_coef"] = float(self.kl_ctl.value)
         metrics["training/policy_version"] = float(self.policy_version)
+        if self.plan.releases_rollout_memory:
+            metrics["rollout/memory_released"] = self.memory_released
         metrics.update(produced)  # dynamic_sampling/*, streaming/*, rollout/partial_*
         return metrics

@@ -93,6 +93,7 @@ class RolloutWorker(Worker):
         from rlctl.models.loading import load_tokenizer
         from rlctl.registry import get_registry
         from rlctl.rewards.reward_set import RewardSet
+        from rlctl.trainer.plan import plan_of
         from rlctl.trainer.worker.device import pick_device
         from rlctl.trainer.worker.reward_sections import effective_rewards
 
@@ -104,8 +105,10 @@ class RolloutWorker(Worker):
         # the sync's options too (vLLM starts its servers for the transfer they name).
         self.weight_sync = make_weight_sync(self.loaded, registry)
         reg = registry.get("rollout_engine", self.recipe.engines.rollout.backend)
-        self.engine = built_as(reg, RolloutEngine, reg.load()(RolloutEngineSpec.from_loaded(
-            self.loaded, rank=self.rank, device=pick_device(self.recipe))))
+        spec = RolloutEngineSpec.from_loaded(
+            self.loaded, rank=self.rank, device=pick_device(self.recipe),
+            release_memory=plan_of(self.loaded).releases_rollout_memory)
+        self.engine = built_as(reg, RolloutEngine, reg.load()(spec))
         self.engine.load()
         self.agent_loop = build_agent_loop(self.loaded, registry, self.tokenizer)
         sections = effective_rewards(self.recipe, registry)
@@ -152,6 +155,8 @@ class RolloutWorker(Worker):
             raise TimeoutError(f"step {global_step}: the previous generate call of this rollout "
                                f"worker held the engine for over {bound:g} s")
         try:
+            # A released engine (colocated, training ran) takes everything back first.
+            self.engine.resume_memory(timeout_s=self._memory_bound)
             started = time.monotonic()
             counts = asyncio.run(step.run_all(records, n_per_prompt))
             # how long this worker sat idle before this call: waiting for the trainer
@@ -242,6 +247,20 @@ class RolloutWorker(Worker):
         self.written_fields.update(stored_fields(path))  # a later checkpoint saves them too
         return load_samples(self.plane, path)
 
+    # ------------------------------------------------------------------ colocated memory
+    @property
+    def _memory_bound(self) -> float:
+        """Seconds releasing or taking back memory may take (per request, every server)."""
+        return self.recipe.schedule.phase_timeout_s / 2
+
+    def release_memory(self) -> dict[str, Any]:
+        """Free the engine's weights and KV cache while training runs (called between
+        generations); returns whether it did and why (``released``, ``why``)."""
+        release = self.engine.memory_release()
+        if release.releases:
+            self.engine.release_memory(timeout_s=self._memory_bound)
+        return {"released": release.releases, "why": release.why}
+
     # ------------------------------------------------------------------ weights
     def update_weights(self, weights: Any, version: int) -> int:
         """Load new policy weights (a state dict, or ``[ref]``: an ObjectRef or a LocalRef).
@@ -250,11 +269,15 @@ class RolloutWorker(Worker):
         meanwhile wait for the new weights, and with partial rollouts on the requests in
         flight are aborted first (each must answer within half of
         ``schedule.phase_timeout_s``, the bound of this whole call) and resume afterwards.
+        A released engine takes its weights back before the sync writes into them (waking
+        after would restore its CPU copy over the new weights) and its KV cache after it.
         """
         if isinstance(weights, list):  # a reference, wrapped so Ray does not resolve it early
             weights = resolve(weights[0], timeout=self.recipe.schedule.phase_timeout_s)
         with self.engine.weight_update(timeout_s=self.recipe.schedule.phase_timeout_s / 2):
+            self.engine.resume_memory(("weights",), timeout_s=self._memory_bound)
             self.weight_sync(weights, self.engine, version)
+            self.engine.resume_memory(("kv_cache",), timeout_s=self._memory_bound)
         return self.engine.weight_version
 
     def state_dict(self) -> dict[str, Any]:

@@ -58,6 +58,7 @@ from rlctl.engines.rollout.server.client import (
     fetch_json,
     post_json,
 )
+from rlctl.engines.rollout.server.memory import ServerMemory
 from rlctl.engines.rollout.server.options import ServerOptions
 from rlctl.engines.rollout.server.partial import InFlight, PartialResponse, Reply, attempt_seed
 from rlctl.engines.rollout.server.process import (
@@ -81,8 +82,9 @@ ABORT_RETRY_S = 0.5
 still out, the abort is sent again this often (aborting twice is harmless)."""
 
 
-class ServerRolloutEngine(RolloutEngine):
-    """Rollout through inference servers over HTTP (see the module docstring)."""
+class ServerRolloutEngine(ServerMemory, RolloutEngine):
+    """Rollout through inference servers over HTTP (see the module docstring); colocated
+    memory release is :class:`ServerMemory`'s."""
 
     engine_name: ClassVar[str]
     """Short name used in server names (``vllm[0]``), logs and temporary directories."""

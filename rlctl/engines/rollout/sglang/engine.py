@@ -26,6 +26,12 @@ Partial rollouts (``[algorithm.staleness] partial_rollout = "resume"``): at a we
 ``finish_reason.type = "abort"`` with the tokens and log-probs it has (and the old version),
 and the base engine resumes it on the new weights.
 
+Colocated memory (the step plan's ``rollout_memory = release``, on CUDA): the servers start
+with ``--enable-memory-saver --enable-weights-cpu-backup``; ``POST /release_memory_occupation``
+while training runs, ``POST /resume_memory_occupation`` with ``tags = ["weights"]`` before the
+weight sync and ``["kv_cache", "cuda_graph"]`` after it
+(:mod:`rlctl.engines.rollout.server.memory`).
+
 Weight sync: the ``sglang`` weight sync (:mod:`rlctl.engines.rollout.sglang.weight_sync`, options
 in ``[engines.rollout.weight_sync_options]``) owns every update and drives it through the
 public surface of :class:`~rlctl.engines.rollout.server.engine.ServerRolloutEngine`; it calls
@@ -43,6 +49,7 @@ from typing import Any, ClassVar
 from rlctl.engines.rollout.contract import SamplingParams
 from rlctl.engines.rollout.server.client import Replica, get_json
 from rlctl.engines.rollout.server.engine import ServerRolloutEngine
+from rlctl.engines.rollout.server.memory import MemoryRoutes, Route
 from rlctl.engines.rollout.server.partial import Reply
 from rlctl.engines.rollout.server.process import ServerCommand, ServerError
 from rlctl.engines.rollout.sglang.options import SGLangOptions
@@ -61,6 +68,12 @@ class SGLangRolloutEngine(ServerRolloutEngine):
     health_path: ClassVar[str] = HEALTH_PATH
     abort_path: ClassVar[str] = "/abort_request"
     abort_body: ClassVar[dict[str, Any]] = {"abort_all": True}
+    # The memory saver (CUDA): every tag released, the weights backed up in CPU memory; the
+    # CUDA graphs come back with the KV cache, after the weight sync (as slime orders it).
+    memory_routes: ClassVar[MemoryRoutes | None] = MemoryRoutes(
+        "SGLang's memory saver", Route("/release_memory_occupation", {}),
+        {"weights": Route("/resume_memory_occupation", {"tags": ["weights"]}),
+         "kv_cache": Route("/resume_memory_occupation", {"tags": ["kv_cache", "cuda_graph"]})})
 
     def __init__(self, spec: Any) -> None:
         super().__init__(spec)
@@ -77,6 +90,7 @@ class SGLangRolloutEngine(ServerRolloutEngine):
         command = sglang_server_command(
             f"sglang[{index}]", self.options, model=model_dir, dtype=self.spec.model.dtype,
             seed=self.spec.seed + index, device=self.spec.device, lora=self.spec.lora_adapters,
+            memory_saver=self.releases_memory,
         )
         command.argv.extend(["--weight-version", "0"])
         return command

@@ -44,11 +44,14 @@ def sglang_server_command(
     seed: int,
     device: str,
     lora: LoRASection | None = None,
+    memory_saver: bool = False,
     port: int | None = None,
 ) -> ServerCommand:
     """The command that starts one SGLang server for ``model`` (a local checkpoint directory);
     ``lora``: the run's ``[model.lora]`` when the sync loads adapters (CUDA only: room for
-    adapters of its rank on its modules, two per batch while a sync swaps versions)."""
+    adapters of its rank on its modules, two per batch while a sync swaps versions);
+    ``memory_saver``: able to release its memory, the weights backed up in CPU memory (CUDA
+    only: the release crashes the CPU server)."""
     port = free_port() if port is None else port
     python = engine_python("sglang", options.python)
     foreign = is_foreign(python)  # the engine's own env must not see this venv's packages
@@ -91,6 +94,8 @@ def sglang_server_command(
         argv.append("--enable-deterministic-inference")
     if not options.enable_radix_cache:
         argv.append("--disable-radix-cache")
+    if memory_saver:
+        argv += ["--enable-memory-saver", "--enable-weights-cpu-backup"]
     if lora is not None:
         targets = (["all"] if lora.target_modules == ALL_LINEAR  # SGLang knows leaf names only
                    else sorted({m.rsplit(".", 1)[-1] for m in lora.target_modules}))

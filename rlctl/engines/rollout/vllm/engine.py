@@ -16,6 +16,11 @@ Partial rollouts (``[algorithm.staleness] partial_rollout = "resume"``): at a we
 "abort"`` with the tokens and log-probs it has, and the base engine resumes it on the new
 weights.
 
+Colocated memory (the step plan's ``rollout_memory = release``, on CUDA): the servers start
+with ``--enable-sleep-mode``; ``POST /sleep?level=1`` while training runs, ``POST
+/wake_up?tags=weights`` before the weight sync and ``?tags=kv_cache`` after it
+(:mod:`rlctl.engines.rollout.server.memory`).
+
 Weight sync: the ``vllm`` weight-sync plugin (:mod:`rlctl.engines.rollout.vllm.weight_sync`) owns
 every update (vLLM's native weight-transfer lifecycle, or the ``reload`` fallback) and drives it
 through the public surface of :class:`~rlctl.engines.rollout.server.engine.ServerRolloutEngine`.
@@ -36,6 +41,7 @@ from typing import ClassVar
 from rlctl.engines.rollout.contract import RolloutEngineSpec, SamplingParams
 from rlctl.engines.rollout.server.client import Replica, get_json
 from rlctl.engines.rollout.server.engine import ServerRolloutEngine
+from rlctl.engines.rollout.server.memory import MemoryRoutes, Route
 from rlctl.engines.rollout.server.partial import Reply
 from rlctl.engines.rollout.server.process import ServerCommand, ServerError
 from rlctl.engines.rollout.vllm.options import VLLMOptions, VLLMWeightSyncOptions
@@ -53,6 +59,11 @@ class VLLMRolloutEngine(ServerRolloutEngine):
     options_model: ClassVar[type[VLLMOptions]] = VLLMOptions
     # dev mode (VLLM_SERVER_DEV_MODE=1); an empty body aborts every request in flight
     abort_path: ClassVar[str] = "/abort_requests"
+    # Sleep mode (dev mode, CUDA): level 1 moves the weights to CPU memory and discards the
+    # KV cache; "wait" lets a request still running finish first (none should be).
+    memory_routes: ClassVar[MemoryRoutes | None] = MemoryRoutes(
+        "vLLM sleep mode", Route("/sleep?level=1&mode=wait"),
+        {"weights": Route("/wake_up?tags=weights"), "kv_cache": Route("/wake_up?tags=kv_cache")})
 
     def __init__(self, spec: RolloutEngineSpec) -> None:
         super().__init__(spec)
@@ -80,6 +91,7 @@ class VLLMRolloutEngine(ServerRolloutEngine):
             f"vllm[{index}]", self.options, model=model_dir, dtype=self.spec.model.dtype,
             seed=self.spec.seed + index, device=self.spec.device,
             transfer_backend=self._transfer_backend, lora=self.spec.lora_adapters,
+            sleep_mode=self.releases_memory,
         )
 
     takes_api_key = True

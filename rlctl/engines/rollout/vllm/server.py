@@ -69,6 +69,7 @@ def vllm_server_command(
     device: str,
     transfer_backend: str | None,
     lora: LoRASection | None = None,
+    sleep_mode: bool = False,
     port: int | None = None,
 ) -> ServerCommand:
     """The command that starts one vLLM OpenAI-compatible server for ``model`` (a local dir).
@@ -77,6 +78,8 @@ def vllm_server_command(
     (:attr:`~rlctl.engines.rollout.vllm.options.VLLMWeightSyncOptions.server_backend`);
     ``None`` starts the server without one (the ``reload`` method). ``lora``: the run's
     ``[model.lora]`` when the sync loads adapters (the server starts able to).
+    ``sleep_mode``: ``--enable-sleep-mode`` (CUDA only; ``/sleep`` and ``/wake_up`` need dev
+    mode, which is on).
     """
     port = free_port() if port is None else port
     python = engine_python("vllm", options.python)
@@ -115,6 +118,8 @@ def vllm_server_command(
         argv += ["--max-model-len", str(options.max_model_len)]
     if not on_cpu:
         argv += ["--gpu-memory-utilization", str(options.gpu_memory_utilization)]
+    if sleep_mode:
+        argv.append("--enable-sleep-mode")
     env = {"VLLM_SERVER_DEV_MODE": "1"}
     backend = transfer_backend
     if backend is not None:
