@@ -123,7 +123,7 @@ class _Peer:
         return self.held
 
 
-def _ensure_ray() -> RunDir | None:
+def ensure_ray() -> RunDir | None:
     """Start the benchmark's own Ray; its directory (``None``: Ray was already up).
 
     Ray makes its ``_temp_dir`` mode 0777: it goes into rlctl's private 0700 base
@@ -303,7 +303,7 @@ def bench_small_puts(backend: str, cfg: BenchConfig) -> float:
 
 def run_bench(cfg: BenchConfig) -> dict[str, Any]:
     """Measure every backend, the baseline and readiness; returns the JSON-able result."""
-    started = _ensure_ray()
+    started = ensure_ray()
     try:
         batch = make_batch(cfg)
         nbytes = batch_bytes(batch)

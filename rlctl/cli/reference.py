@@ -27,6 +27,7 @@ COMMANDS: tuple[tuple[str, ...], ...] = (
     ("runs", "list"),
     ("bench",),
     ("bench", "dataplane"),
+    ("bench", "controller"),
     ("engines",),
     ("engines", "list"),
     ("engines", "install"),

@@ -22,10 +22,10 @@ from typing import Any, ClassVar
 from tensordict import TensorDict
 
 from rlctl.dataplane import columns
-from rlctl.dataplane.contract import AsyncTwinsMixin, DataPlaneClosedError, Layout, check_put_args
+from rlctl.dataplane.contract import DataPlaneBase, DataPlaneClosedError, Layout, check_put_args
 
 
-class BlockDataPlane(AsyncTwinsMixin, ABC):
+class BlockDataPlane(DataPlaneBase, ABC):
     """Base of the built-in backends: kv_put / kv_batch_put / kv_batch_get and the closed check."""
 
     backend: ClassVar[str]

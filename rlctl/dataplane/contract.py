@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from rlctl.dataplane.errors import (  # re-exported: old imports from this module keep working
@@ -52,6 +53,34 @@ def describe_keys(keys: Sequence[str], limit: int = 5) -> str:
     shown = ", ".join(repr(k) for k in list(keys)[:limit])
     more = f" (+{len(keys) - limit} more)" if len(keys) > limit else ""
     return shown + more
+
+
+@dataclass(frozen=True)
+class TagChanges:
+    """A partition's listing at ``version``, told as what changed since the caller's version.
+
+    The answer of :meth:`DataPlane.kv_watch_changes`. ``changed`` maps every key created or
+    whose tags changed since the caller's version to its *whole* tags at ``version`` (copies),
+    oldest change first; ``removed`` names the keys cleared since then that are absent at
+    ``version``; the two never share a key. ``complete`` means ``changed`` is the whole
+    listing (a snapshot): the caller drops what it holds first. A plane answers a snapshot
+    when the caller's version is ``-1``, not one it issued (from before a restart), or older
+    than the change history it keeps; it may always answer one (that is merely slower).
+    """
+
+    version: int
+    changed: dict[str, dict[str, Any]]
+    removed: tuple[str, ...] = ()
+    complete: bool = False
+
+    def apply(self, listing: dict[str, dict[str, Any]]) -> None:
+        """Bring ``listing`` (the caller's copy of the partition at the version it passed) to
+        :attr:`version`: afterwards it equals ``kv_list`` of that version as a mapping."""
+        if self.complete:
+            listing.clear()
+        for key in self.removed:
+            listing.pop(key, None)
+        listing.update(self.changed)
 
 
 @runtime_checkable
@@ -88,20 +117,34 @@ class DataPlane(Protocol):
         """Read ``fields`` of ``keys`` (in that order) as a TensorDict of batch ``[B]``."""
 
     def kv_list(self, partition_id: str) -> dict[str, dict[str, Any]]:
-        """Every key of the partition with a copy of its tags, in insertion order."""
+        """Every key of the partition with a copy of its tags, in insertion order.
+
+        The full listing, for tools (a checkpoint, an inspection); whoever follows a
+        partition as it fills uses :meth:`kv_watch_changes`, which costs what changed."""
 
     def kv_clear(self, keys: Sequence[str], partition_id: str) -> None:
         """Drop keys (data and tags); keys already absent are ignored."""
 
     def kv_watch(self, partition_id: str, version: int, timeout: float) -> int:
-        """Block until the partition's tag version exceeds ``version`` or ``timeout`` passes.
+        """Block until the partition's version exceeds ``version`` or ``timeout`` passes.
 
-        Returns the current version. Every tag change (put with tags, clear) bumps it; this
-        is how readiness is pushed to the ReplayBuffer instead of polled.
+        Returns the current version. The version starts at 0 and grows whenever the
+        partition's listing changes: a put that creates a key or carries a non-empty tag
+        dict, and every ``kv_clear`` of an existing partition; a fields-only put to existing
+        keys does not (training workers' writes wake nobody). ``timeout=0`` never waits.
+        """
 
-        Optional, where one call can do both: ``kv_watch_list(partition_id, version,
-        timeout) -> (version, listing)``, the same wait answered with ``kv_list`` of exactly
-        that version (the ReplayBuffer uses it when a plane has it: one round trip, not two).
+    def kv_watch_changes(self, partition_id: str, since: int, timeout: float) -> TagChanges:
+        """What changed in the partition's listing since version ``since``, once it changed.
+
+        Waits while the partition's version equals ``since`` (at most ``timeout`` seconds,
+        ``timeout=0`` never waits), then answers :class:`TagChanges` of the current version:
+        the keys created or re-tagged and the keys cleared since ``since`` -- never the whole
+        partition, except as a snapshot (``complete``) for ``since=-1``, a version this plane
+        did not issue, or one older than the history it keeps. Pass the answer's ``version``
+        to the next call. This is how readiness reaches the ReplayBuffer: each wake costs
+        what changed, so following a step of N samples costs O(N), not O(N^2).
+        :class:`DataPlaneBase` gives a correct default (a snapshot on every wake).
         """
 
     async def async_kv_put(self, key, partition_id, fields=None, tag=None) -> None: ...
@@ -112,6 +155,9 @@ class DataPlane(Protocol):
     async def async_kv_list(self, partition_id: str) -> dict[str, dict[str, Any]]: ...
     async def async_kv_clear(self, keys, partition_id) -> None: ...
     async def async_kv_watch(self, partition_id: str, version: int, timeout: float) -> int: ...
+    async def async_kv_watch_changes(
+        self, partition_id: str, since: int, timeout: float
+    ) -> TagChanges: ...
 
     def close(self) -> None:
         """Release the backend's resources; further calls raise ``DataPlaneClosedError``."""
@@ -152,6 +198,33 @@ class AsyncTwinsMixin:
         watch = self.kv_watch  # type: ignore[attr-defined]
         return await asyncio.to_thread(watch, partition_id, version, timeout)
 
+    async def async_kv_watch_changes(
+        self, partition_id: str, since: int, timeout: float
+    ) -> TagChanges:
+        changes = self.kv_watch_changes  # type: ignore[attr-defined]
+        return await asyncio.to_thread(changes, partition_id, since, timeout)
+
+
+class DataPlaneBase(AsyncTwinsMixin):
+    """The contract's defaults: a backend that subclasses it writes the sync calls only.
+
+    Supplies every ``async_*`` twin (:class:`AsyncTwinsMixin`) and a default
+    :meth:`kv_watch_changes` built on ``kv_watch`` and ``kv_list``: correct, but every wake
+    answers the whole listing as a snapshot, so a watcher pays for the partition's size per
+    change. A backend that can keep a change history overrides it (the built-in ones do).
+    """
+
+    def kv_watch_changes(self, partition_id: str, since: int, timeout: float) -> TagChanges:
+        # The version is read before the listing: a change landing in between is in the
+        # listing and moves the version past what the caller passes next, so it wakes again
+        # at once (a redundant snapshot, never a lost change).
+        watch = self.kv_watch  # type: ignore[attr-defined]
+        version = watch(partition_id, -1, 0)
+        if 0 <= since <= version:  # a version of the future is answered at once
+            version = watch(partition_id, since, timeout)
+        listing = self.kv_list(partition_id)  # type: ignore[attr-defined]
+        return TagChanges(version, listing, (), complete=True)
+
 
 def check_put_args(
     keys: Sequence[str], tags: Sequence[dict[str, Any]] | None, fields: object
@@ -180,6 +253,7 @@ __all__ = [
     "TERMINAL_STATUSES",
     "AsyncTwinsMixin",
     "DataPlane",
+    "DataPlaneBase",
     "DataPlaneClosedError",
     "DataPlaneError",
     "DuplicateKeyError",
@@ -188,6 +262,7 @@ __all__ = [
     "MissingFieldError",
     "RowCountError",
     "ShapeMismatchError",
+    "TagChanges",
     "TagCountError",
     "UnknownKeyError",
     "check_put_args",

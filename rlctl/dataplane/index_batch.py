@@ -25,13 +25,25 @@ Send = Callable[[list[Any], str], list[Any]]
 
 
 class _Pending:
-    __slots__ = ("done", "item", "result", "wake", "what")
+    __slots__ = ("done", "gate", "item", "result", "what", "woken")
 
     def __init__(self, item: Any, what: str) -> None:
         self.item, self.what = item, what
         self.done = False  # result (or failure) is in
         self.result: Any = None
-        self.wake = threading.Event()  # set when done, or to hand this caller the sending role
+        # Released once: when done, or to hand this caller the sending role. A bare lock
+        # costs a third of a threading.Event per wait (no condition, no waiter list), which
+        # counts at thousands of puts per second.
+        self.gate = threading.Lock()
+        self.gate.acquire()
+        self.woken = False
+
+    def wake(self) -> None:
+        self.woken = True
+        self.gate.release()
+
+    def wait(self, timeout: float) -> bool:
+        return self.gate.acquire(timeout=timeout)
 
 
 class GroupCommit:
@@ -52,7 +64,7 @@ class GroupCommit:
             send = not self._sending
             self._sending = True
         if not send:
-            if not mine.wake.wait(self._wait_s):
+            if not mine.wait(self._wait_s):
                 self._abandon(mine)
             send = not mine.done  # woken without a result: our item heads the queue, send it
         if send:
@@ -73,16 +85,16 @@ class GroupCommit:
             results = [_Failure(exc)] * len(batch)
         for pending, result in zip(batch, results, strict=True):
             pending.result, pending.done = result, True
-            pending.wake.set()
+            pending.wake()
         with self._lock:
             if self._queue:
-                self._queue[0].wake.set()  # hand the sending role to the next in line
+                self._queue[0].wake()  # hand the sending role to the next in line
             else:
                 self._sending = False
 
     def _abandon(self, mine: _Pending) -> None:
         with self._lock:
-            if mine.wake.is_set():
+            if mine.woken:
                 return  # woken just now: a result, or the sending role
             if mine in self._queue:  # not sent yet: it never will be
                 self._queue.remove(mine)

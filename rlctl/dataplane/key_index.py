@@ -11,17 +11,26 @@ A block may be registered before its bytes exist: its handle is then :class:`Res
 while it copies the block into the object store). Keys and tags of a reserved block are
 visible at once; :meth:`KeyIndex.locate` reports the reserved blocks a read would touch, and
 the caller decides how to wait.
+
+Every partition also keeps a short change history, so that a watcher learns what changed
+since the version it holds (:meth:`KeyIndex.changes`) at the cost of what changed, not of the
+partition's size: per live key the version of its last change (in change order), and per
+cleared key the version of its clear, kept while there are no more of those than
+``max(MIN_TOMBSTONES, live keys)`` (past that a snapshot is as cheap, so the oldest go and a
+watcher older than them gets one).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from rlctl.dataplane.contract import (
     DataPlaneError,
     MissingFieldError,
+    TagChanges,
     UnknownKeyError,
     describe_keys,
 )
@@ -29,12 +38,41 @@ from rlctl.dataplane.contract import (
 Loc = tuple[int, int]  # (block_id, row within the block)
 _NO_LOCS: dict[str, Loc] = {}  # read-only stand-in for a key that has tags but no data
 
+# Cleared keys remembered for watchers at least (more while the partition holds more keys).
+MIN_TOMBSTONES = 1024
+
 
 @dataclass
 class _Partition:
     tags: dict[str, dict[str, Any]] = field(default_factory=dict)  # key -> tags
     locs: dict[str, dict[str, Loc]] = field(default_factory=dict)  # key -> field -> loc
-    version: int = 0  # bumped on every tag change and clear
+    version: int = 0  # bumped whenever the listing changes (see KeyIndex.put)
+    # key -> version of its last listing change, in that order (a change moves it to the end)
+    stamps: dict[str, int] = field(default_factory=dict)
+    # cleared key -> version of the clear, oldest first (OrderedDict: O(1) pops at the front)
+    removed: OrderedDict[str, int] = field(default_factory=OrderedDict)
+    floor: int = 0  # the oldest version whose changes are still all known
+
+    def stamp(self, keys: Iterable[str]) -> None:
+        """One new version in which ``keys`` were created or re-tagged."""
+        self.version += 1
+        version, stamps, removed = self.version, self.stamps, self.removed
+        for key in keys:
+            stamps.pop(key, None)  # to the end: stamps stay in change order
+            stamps[key] = version
+            if removed:
+                removed.pop(key, None)
+
+    def forget(self, keys: Iterable[str]) -> None:
+        """One new version in which ``keys`` (live ones) were cleared."""
+        self.version += 1
+        for key in keys:
+            del self.stamps[key]
+            self.removed[key] = self.version
+        # A watcher further behind than the kept tombstones gets a snapshot instead.
+        keep = max(MIN_TOMBSTONES, len(self.tags))
+        while len(self.removed) > keep:
+            _, self.floor = self.removed.popitem(last=False)
 
 
 @dataclass
@@ -60,6 +98,32 @@ class Failed:
     reason: str
 
 
+def _merge_tags(
+    all_tags: dict[str, dict[str, Any]],
+    keys: Sequence[str],
+    tags: Sequence[dict[str, Any]] | None,
+) -> list[str]:
+    """Merge a put's tags (``None``: none, but the keys exist now); returns the keys created
+    or re-tagged, whose listing entry changed."""
+    stamped: list[str] = []
+    if tags is None:
+        for key in keys:
+            # A key exists once anything (data or tags) was put for it.
+            if key not in all_tags:
+                all_tags[key] = {}
+                stamped.append(key)
+        return stamped
+    for key, tag in zip(keys, tags, strict=True):
+        merged = all_tags.get(key)
+        if merged is None:
+            all_tags[key] = dict(tag) if tag else {}
+            stamped.append(key)
+        elif tag:
+            merged.update(tag)
+            stamped.append(key)
+    return stamped
+
+
 class KeyIndex:
     """Keys, tags and field locations of every partition."""
 
@@ -79,7 +143,8 @@ class KeyIndex:
         fields: Sequence[str] = (),
     ) -> int:
         """Register a put: merge tags, point ``fields`` of ``keys[i]`` at row ``i`` of a new
-        block holding ``handle``. Returns the partition's version."""
+        block holding ``handle``. Returns the partition's version, which moved if the put
+        created a key or carried a non-empty tag dict (the listing changed)."""
         part = self._partitions.setdefault(partition_id, _Partition())
         if fields:
             block_id = self._next_block
@@ -99,18 +164,9 @@ class KeyIndex:
                     if old is not None:
                         self._release(old[0])
                     key_locs[name] = (block_id, row)
-        all_tags = part.tags
-        if tags is None:
-            for key in keys:
-                # A key exists once anything (data or tags) was put for it.
-                all_tags.setdefault(key, {})
-        else:
-            for key, tag in zip(keys, tags, strict=True):
-                merged = all_tags.setdefault(key, {})
-                if tag:
-                    merged.update(tag)
-            if any(tags):
-                part.version += 1
+        stamped = _merge_tags(part.tags, keys, tags)
+        if stamped:
+            part.stamp(stamped)
         return part.version
 
     def commit(self, token: str, handle: Any) -> bool:
@@ -125,14 +181,18 @@ class KeyIndex:
         return True
 
     def clear(self, partition_id: str, keys: Sequence[str]) -> int:
+        """Drop ``keys``; a new version even when none of them existed (as before)."""
         part = self._partitions.get(partition_id)
         if part is None:
             return 0
+        gone = []
         for key in keys:
-            part.tags.pop(key, None)
+            if part.tags.pop(key, None) is None:
+                continue
+            gone.append(key)
             for loc in part.locs.pop(key, {}).values():
                 self._release(loc[0])
-        part.version += 1
+        part.forget(gone)
         return part.version
 
     def _release(self, block_id: int) -> None:
@@ -151,6 +211,32 @@ class KeyIndex:
     def version(self, partition_id: str) -> int:
         part = self._partitions.get(partition_id)
         return 0 if part is None else part.version
+
+    def changes(self, partition_id: str, since: int) -> TagChanges:
+        """The listing's changes from version ``since`` to now (see :class:`TagChanges`).
+
+        O(changes since ``since``): the change history is walked from its newest end. A
+        snapshot when ``since`` is -1, newer than the partition (a version of an index that
+        was replaced) or older than the kept tombstones.
+        """
+        part = self._partitions.get(partition_id)
+        if part is None:  # never written: version 0, nothing in it
+            return TagChanges(0, {}, (), complete=since != 0)
+        if since < part.floor or since > part.version:
+            return TagChanges(part.version, self.list(partition_id), (), complete=True)
+        recent = []
+        for key, stamp in reversed(part.stamps.items()):
+            if stamp <= since:
+                break
+            recent.append(key)
+        removed = []
+        for key, stamp in reversed(part.removed.items()):
+            if stamp <= since:
+                break
+            removed.append(key)
+        tags = part.tags
+        changed = {key: dict(tags[key]) for key in reversed(recent)}
+        return TagChanges(part.version, changed, tuple(reversed(removed)))
 
     def locate(self, partition_id: str, keys: Sequence[str], fields: Sequence[str]) -> Located:
         """Locations of ``fields`` for ``keys``; unknown keys and unwritten fields raise."""

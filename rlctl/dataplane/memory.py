@@ -3,7 +3,7 @@
 Thread-safe: one ``Condition`` guards the :class:`KeyIndex`; tensors are encoded before the
 lock is taken and assembled after it is released (stored blocks are never mutated, so a
 reader can copy out of them while a writer registers a new block). Readiness is pushed:
-a put with tags notifies ``kv_watch`` waiters.
+a put that changes the listing notifies ``kv_watch`` / ``kv_watch_changes`` waiters.
 
 Single-process by design: pickling it (e.g. passing it to a Ray actor) raises, because the
 other process would silently get an empty, unrelated store.
@@ -20,7 +20,7 @@ from tensordict import TensorDict
 
 from rlctl.dataplane import columns
 from rlctl.dataplane.block_plane import BlockDataPlane
-from rlctl.dataplane.contract import Layout
+from rlctl.dataplane.contract import Layout, TagChanges
 from rlctl.dataplane.key_index import KeyIndex
 from rlctl.dataplane.options import MemoryOptions
 
@@ -51,8 +51,8 @@ class MemoryDataPlane(BlockDataPlane):
     def _register(self, partition_id: str, keys: list[str], tags, block) -> None:
         with self._cond:
             self._check_open()
-            self._index.put(partition_id, keys, tags, block, list(block or ()))
-            if tags is not None:
+            before = self._index.version(partition_id)
+            if self._index.put(partition_id, keys, tags, block, list(block or ())) != before:
                 self._cond.notify_all()
 
     def kv_clear(self, keys: Sequence[str], partition_id: str) -> None:
@@ -87,12 +87,13 @@ class MemoryDataPlane(BlockDataPlane):
             self._wait_past(partition_id, version, timeout)
             return self._index.version(partition_id)
 
-    def kv_watch_list(
-        self, partition_id: str, version: int, timeout: float
-    ) -> tuple[int, dict[str, dict[str, Any]]]:
-        with self._cond:  # the listing is of exactly the version returned
-            self._wait_past(partition_id, version, timeout)
-            return self._index.version(partition_id), self._index.list(partition_id)
+    def kv_watch_changes(self, partition_id: str, since: int, timeout: float) -> TagChanges:
+        with self._cond:  # the changes are of exactly the version returned
+            if since <= self._index.version(partition_id):  # not a version of the future
+                self._wait_past(partition_id, since, timeout)
+            else:
+                self._check_open()
+            return self._index.changes(partition_id, since)
 
     def _wait_past(self, partition_id: str, version: int, timeout: float) -> None:
         """Under the lock: until the partition's version exceeds ``version`` or ``timeout``."""

@@ -13,10 +13,11 @@ into the object store: ``reserve`` (awaited: keys, tags and rows, the block's ha
 ``ObjectRef``, not awaited) after it. A ``locate`` that touches a reserved block waits for its
 commit, bounded by the wait its batch carries, then fails naming the stalled writer.
 
-``watch`` is the push half of readiness: it parks the caller until a tag change bumps the
-partition's version, so the ReplayBuffer learns of the last terminal sample within one actor
-round trip instead of a polling period; ``watch_list`` answers with the listing of that
-moment too, one round trip where a watch and a list took two.
+``watch`` is the push half of readiness: it parks the caller until a change of the listing
+bumps the partition's version, so the ReplayBuffer learns of the last terminal sample within
+one actor round trip instead of a polling period; ``watch_changes`` answers with what changed
+since the caller's version (:meth:`KeyIndex.changes`), never the whole partition. Watchers
+are woken once per batch, not once per put in it.
 
 :class:`IndexActorClient` is the client half both backends share: whatever they answer from
 the index alone (list, watch, tag registration, pickling, ending the actor).
@@ -32,7 +33,7 @@ from typing import Any, ClassVar
 
 import ray
 
-from rlctl.dataplane.contract import DataPlaneClosedError, DataPlaneError
+from rlctl.dataplane.contract import DataPlaneClosedError, DataPlaneError, TagChanges
 from rlctl.dataplane.index_batch import GroupCommit
 from rlctl.dataplane.key_index import Failed, KeyIndex, Reserved
 
@@ -49,9 +50,11 @@ class IndexActor:
         self._landed: asyncio.Event | None = None  # set when a reserved block may have resolved
         self._batches = 0  # batch calls received, and the calls they carried (see stats)
         self._calls = 0
+        self._dirty = False  # a listing changed since watchers were last woken
 
     def _bump(self) -> None:
         # Wake every watcher; each re-checks its own partition's version.
+        self._dirty = False
         if self._changed is not None:
             self._changed.set()
         self._changed = asyncio.Event()
@@ -75,9 +78,10 @@ class IndexActor:
         # The handle comes boxed in a list so that Ray passes the ObjectRef itself instead
         # of resolving it to the block's bytes.
         handle = handle_box[0] if handle_box else None
+        before = self._index.version(partition_id)
         version = self._index.put(partition_id, keys, tags, handle, fields)
-        if tags is not None:
-            self._bump()
+        if version != before:
+            self._dirty = True  # watchers wake when the batch is applied (batch())
         self._bump_landed()  # an overwrite may have replaced a reserved location
         return ("ok", version)
 
@@ -110,7 +114,7 @@ class IndexActor:
 
     def _clear(self, partition_id: str, keys: Sequence[str]) -> Reply:
         self._index.clear(partition_id, keys)
-        self._bump()
+        self._dirty = True
         self._bump_landed()
         return ("ok", None)
 
@@ -118,8 +122,10 @@ class IndexActor:
         return ("ok", self._index.block_count())
 
     def _stats(self) -> Reply:
-        # How well concurrent callers share round trips (tests and the benchmark read it).
-        return ("ok", {"batches": self._batches, "calls": self._calls})
+        # How well concurrent callers share round trips, and the CPU time this actor's
+        # process has used (tests and the benchmarks read them).
+        return ("ok", {"batches": self._batches, "calls": self._calls,
+                       "cpu_s": time.process_time()})
 
     # What a batch may run (``watch`` parks, so it never joins one).
     _OPS: ClassVar[dict[str, Any]] = {
@@ -156,8 +162,12 @@ class IndexActor:
         for op, args in ops:
             reply = self._apply(op, args)
             if reply[0] == "pending":
+                if self._dirty:  # what was applied so far is visible to watchers now
+                    self._bump()
                 reply = await self._after_commit(op, args, reply[1], pending_wait_s)
             replies.append(reply)
+        if self._dirty:  # one wake for the whole batch: its puts are one index update
+            self._bump()
         return replies
 
     async def _after_commit(
@@ -190,11 +200,13 @@ class IndexActor:
         await self._wait_past(partition_id, version, timeout)
         return ("ok", self._index.version(partition_id))
 
-    async def watch_list(self, partition_id: str, version: int, timeout: float) -> Reply:
-        """``watch``, answered with the listing of the same moment: ``(version, listing)``."""
-        await self._wait_past(partition_id, version, timeout)
-        # No await between these two: the listing is of exactly that version.
-        return ("ok", (self._index.version(partition_id), self._index.list(partition_id)))
+    async def watch_changes(self, partition_id: str, since: int, timeout: float) -> Reply:
+        """What changed since ``since``, once something did (or at ``timeout``): a
+        :class:`~rlctl.dataplane.contract.TagChanges`."""
+        if since <= self._index.version(partition_id):  # not a version of the future
+            await self._wait_past(partition_id, since, timeout)
+        # No await between the wait and the answer: the changes are of exactly that version.
+        return ("ok", self._index.changes(partition_id, since))
 
     async def _wait_past(self, partition_id: str, version: int, timeout: float) -> None:
         deadline = time.monotonic() + max(0.0, timeout)
@@ -299,6 +311,12 @@ class IndexActorClient:
         self._check_open()
         return self._index_call("list", partition_id)
 
+    def index_stats(self) -> dict[str, float]:
+        """``{"batches", "calls", "cpu_s"}``: the batches and calls the index actor received
+        (calls / batches is how many calls shared a round trip on average) and the CPU
+        seconds its process has used (tests and the benchmarks read them)."""
+        return self._index_call("stats")
+
     def kv_watch(self, partition_id: str, version: int, timeout: float) -> int:
         self._check_open()
         return call(
@@ -307,12 +325,10 @@ class IndexActorClient:
             "watch",
         )
 
-    def kv_watch_list(
-        self, partition_id: str, version: int, timeout: float
-    ) -> tuple[int, dict[str, dict[str, Any]]]:
+    def kv_watch_changes(self, partition_id: str, since: int, timeout: float) -> TagChanges:
         self._check_open()
         return call(
-            self._index.watch_list.remote(partition_id, version, timeout),
+            self._index.watch_changes.remote(partition_id, since, timeout),
             timeout + self.options.call_timeout_s,
             "watch",
         )

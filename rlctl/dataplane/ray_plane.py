@@ -153,11 +153,6 @@ class RayDataPlane(IndexActorClient, BlockDataPlane):
         """Blocks still referenced (tests check that clears release object-store memory)."""
         return self._index_call("block_count")
 
-    def index_stats(self) -> dict[str, int]:
-        """``{"batches", "calls"}`` the index actor received: calls / batches is how many
-        calls shared a round trip on average."""
-        return self._index_call("stats")
-
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
         """The creator's close ends the index actor (and frees every block); copies just detach."""

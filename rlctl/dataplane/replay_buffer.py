@@ -8,26 +8,26 @@ one of its outputs is terminal, so a session that emits several outputs must put
 ``kv_batch_put`` (one atomic index update); with one output per session, sessions = samples.
 ``sample`` returns the step's :class:`KVBatchMeta` once every expected session is done.
 
-Readiness is pushed: between checks ``sample`` parks in the backend's ``kv_watch_list`` (or
-``kv_watch``, then ``kv_list``), which returns as soon as any writer (in any process)
-changes a tag, so the latency from the last put to ``sample`` returning is one notification,
-not a polling period. It never hangs: a
-failed sample raises :class:`RolloutFailure` with its uid and error, and a step whose
-samples do not all arrive raises :class:`SampleTimeout` naming the missing uids.
+Readiness is pushed and incremental: between checks ``sample`` parks in the plane's
+``kv_watch_changes``, which returns as soon as any writer (in any process) changes the
+listing and answers with what changed since the version the buffer holds. The buffer keeps a
+:class:`~rlctl.dataplane.sample_view.PartitionState` of each partition (per uid its outputs,
+its terminal sessions and the step waiting for it; per step a count of incomplete uids),
+updated per changed key: a step of N samples costs O(N) however its puts arrive, and the
+latency from the last put to ``sample`` returning is one notification. It never hangs: a
+failed sample raises :class:`RolloutFailure` with its uid and error, and a step whose samples
+do not all arrive raises :class:`SampleTimeout` naming the missing uids.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
-from rlctl.dataplane.contract import TERMINAL_STATUSES, DataPlane, DataPlaneError
-from rlctl.protocol.kv import KeyFormatError, KVBatchMeta, parse_key
-
-# Only for planes that offer no ``kv_watch`` (every built-in one does).
-POLL_FALLBACK_S = 0.01
+from rlctl.dataplane.contract import DataPlane, DataPlaneError
+from rlctl.dataplane.sample_view import PartitionState, Step
+from rlctl.protocol.kv import KEY_SEPARATOR, KeyFormatError, KVBatchMeta
 
 
 class RolloutFailure(DataPlaneError):
@@ -47,141 +47,121 @@ class SampleTimeout(DataPlaneError, TimeoutError):
         self.missing = missing
 
 
-@dataclass(frozen=True)
-class _Expected:
-    count: int
-    global_step: int
-
-
 class ReplayBuffer:
-    """Tracks the uids of each step and waits for their samples on a data plane."""
+    """Tracks the uids of each step and waits for their samples on a data plane.
+
+    Thread-safe: the state sits behind one lock, which is never held while waiting on the
+    plane, so threads may ``add``, ``remove`` and ``sample`` (other steps) meanwhile.
+    """
 
     def __init__(self, plane: DataPlane) -> None:
         self.plane = plane
-        # partition -> uid -> what we wait for; the controller's own state (metadata only)
-        self._expected: dict[str, dict[str, _Expected]] = {}
+        self._lock = threading.Lock()
+        # partition -> its samples and steps: the controller's own state (metadata only)
+        self._partitions: dict[str, PartitionState] = {}
+
+    def _partition(self, partition: str) -> PartitionState:
+        state = self._partitions.get(partition)
+        if state is None:
+            state = self._partitions[partition] = PartitionState()
+        return state
 
     def add(self, partition: str, items: Sequence[tuple[str, int, int]]) -> None:
         """Expect ``expected_count`` sessions for each ``(uid, expected_count, global_step)``."""
-        table = self._expected.setdefault(partition, {})
-        for uid, count, step in items:
+        items = list(items)
+        for uid, count, _ in items:
             if not isinstance(count, int) or count < 1:
                 raise ValueError(
                     f"uid {uid!r}: expected_count must be a positive int, got {count!r}"
                 )
-            if "_" in uid:
+            if KEY_SEPARATOR in uid:
                 raise KeyFormatError(
                     f"uid {uid!r} contains '_'; build uids with rlctl.protocol.kv.new_uid()"
                 )
-            table[uid] = _Expected(count, int(step))
+        with self._lock:
+            state = self._partition(partition)
+            for uid, count, step in items:
+                state.expect(uid, count, int(step))
 
     def pending(self, partition: str) -> dict[str, int]:
         """uid -> global step of every uid added and not yet removed."""
-        return {u: e.global_step for u, e in self._expected.get(partition, {}).items()}
+        with self._lock:
+            state = self._partitions.get(partition)
+            return {} if state is None else state.expected()
 
     def sample(self, partition: str, global_step: int, timeout: float) -> KVBatchMeta:
         """All sample keys of ``global_step``'s uids once each uid has its expected count of
         terminal sessions; keys ordered by uid (as added), session, index."""
-        expected = {
-            u: e.count
-            for u, e in self._expected.get(partition, {}).items()
-            if e.global_step == global_step
-        }
-        if not expected:
-            raise ValueError(
-                f"no uid was added for step {global_step} in partition {partition!r}; call "
-                "ReplayBuffer.add(partition, [(uid, expected_count, global_step), ...]) first"
-            )
+        with self._lock:
+            state = self._partition(partition)
+            if global_step not in state.steps:
+                raise ValueError(
+                    f"no uid was added for step {global_step} in partition {partition!r}; call "
+                    "ReplayBuffer.add(partition, [(uid, expected_count, global_step), ...]) "
+                    "first"
+                )
         deadline = time.monotonic() + timeout
-        version, listing = self._watch_list(partition, -1, 0)  # now: no wait
+        wait = 0.0  # first catch up with what is there now
         while True:
-            state = _StepState.from_listing(listing, expected)
-            if state.failures:
-                raise RolloutFailure(
-                    f"step {global_step}: {len(state.failures)} uid(s) failed in partition "
-                    f"{partition!r}: "
-                    + "; ".join(f"{u}: {e}" for u, e in list(state.failures.items())[:5]),
-                    state.failures,
-                )
-            if not state.missing:
-                return state.meta(partition, listing, expected)
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                shown = ", ".join(
-                    f"{u} ({got}/{want} sessions terminal)"
-                    for u, (got, want) in list(state.missing.items())[:8]
-                )
-                raise SampleTimeout(
-                    f"step {global_step}: {len(state.missing)} of {len(expected)} uid(s) in "
-                    f"partition "
-                    f"{partition!r} are not complete after {timeout:.1f} s: {shown}",
-                    state.missing,
-                )
-            version, listing = self._watch_list(partition, version, remaining)
+            self._catch_up(partition, state, wait)
+            with self._lock:
+                step = state.steps.get(global_step)
+                if step is None:
+                    raise ValueError(
+                        f"step {global_step}'s uids in partition {partition!r} were removed "
+                        "while sampling it"
+                    )
+                if step.failures:
+                    raise _failure(partition, global_step, step)
+                if not step.incomplete:
+                    return state.meta(partition, step)
+                wait = deadline - time.monotonic()
+                if wait <= 0:
+                    raise _timeout(partition, step, timeout)
 
-    def _watch_list(
-        self, partition: str, version: int, timeout: float
-    ) -> tuple[int, dict[str, dict[str, Any]]]:
-        """The partition's version once past ``version`` (or at ``timeout``) and its listing.
-
-        One call where the plane offers ``kv_watch_list``; else the watch, then the listing:
-        the version is read first, so a change landing in between bumps it past what the
-        next watch is given, which then returns at once instead of missing the update."""
-        watch_list = getattr(self.plane, "kv_watch_list", None)
-        if watch_list is not None:
-            return watch_list(partition, version, timeout)
-        watch = getattr(self.plane, "kv_watch", None)
-        if watch is not None:
-            version = watch(partition, version, timeout)
-        else:  # a third-party plane without push: a short sleep, then list again
-            time.sleep(min(timeout, POLL_FALLBACK_S))
-            version += 1
-        return version, self.plane.kv_list(partition)
+    def _catch_up(self, partition: str, state: PartitionState, timeout: float) -> None:
+        """Apply the plane's changes since the state's version (waiting up to ``timeout``
+        for one). The wait runs without the lock; if another thread moved the state on
+        meanwhile, this answer is older than the state and is dropped."""
+        with self._lock:
+            since = state.version
+        changes = self.plane.kv_watch_changes(partition, since, timeout)
+        with self._lock:
+            if state.version == since:
+                state.apply(changes)
 
     def remove(self, partition: str, keys: Sequence[str]) -> None:
         """Forget the uids of ``keys`` (call after ``kv_clear`` of a finished step)."""
-        table = self._expected.get(partition, {})
-        for key in keys:
-            try:
-                uid = parse_key(key)[0]
-            except KeyFormatError:
-                uid = key  # a prompt marker keyed by its bare uid
-            table.pop(uid, None)
+        with self._lock:
+            state = self._partitions.get(partition)
+            if state is None:
+                return
+            last = None
+            for key in keys:
+                # {uid}_{session}_{index} or a prompt marker keyed by its bare uid; no uid
+                # holds the separator, so what precedes it is the uid either way.
+                uid = key.partition(KEY_SEPARATOR)[0]
+                if uid != last:
+                    state.forget(uid)
+                    last = uid
 
 
-@dataclass
-class _StepState:
-    keys_by_uid: dict[str, list[tuple[int, int, str]]]
-    failures: dict[str, str]
-    missing: dict[str, tuple[int, int]]
+def _failure(partition: str, global_step: int, step: Step) -> RolloutFailure:
+    failures = dict(step.failures)
+    return RolloutFailure(
+        f"step {global_step}: {len(failures)} uid(s) failed in partition {partition!r}: "
+        + "; ".join(f"{u}: {e}" for u, e in list(failures.items())[:5]),
+        failures,
+    )
 
-    @classmethod
-    def from_listing(
-        cls, listing: dict[str, dict[str, Any]], expected: dict[str, int]
-    ) -> _StepState:
-        keys_by_uid: dict[str, list[tuple[int, int, str]]] = {u: [] for u in expected}
-        done_sessions: dict[str, set[int]] = {u: set() for u in expected}
-        failures: dict[str, str] = {}
-        for key, tags in listing.items():
-            try:
-                uid, session, index = parse_key(key)
-            except KeyFormatError:
-                continue  # prompt markers and foreign keys are not samples
-            if uid not in expected:
-                continue
-            keys_by_uid[uid].append((session, index, key))
-            status = tags.get("status")
-            if status in TERMINAL_STATUSES:
-                done_sessions[uid].add(session)
-            if status == "failure":
-                failures.setdefault(uid, f"{key}: {tags.get('error', 'no error tag')}")
-        missing = {
-            u: (len(done_sessions[u]), n) for u, n in expected.items() if len(done_sessions[u]) < n
-        }
-        return cls(keys_by_uid, failures, missing)
 
-    def meta(
-        self, partition: str, listing: dict[str, dict[str, Any]], expected: dict[str, int]
-    ) -> KVBatchMeta:
-        keys = [key for uid in expected for _, _, key in sorted(self.keys_by_uid[uid])]
-        return KVBatchMeta(tuple(keys), partition, tuple(listing[k] for k in keys))
+def _timeout(partition: str, step: Step, timeout: float) -> SampleTimeout:
+    missing = PartitionState.missing(step)
+    shown = ", ".join(
+        f"{u} ({got}/{want} sessions terminal)" for u, (got, want) in list(missing.items())[:8]
+    )
+    return SampleTimeout(
+        f"step {step.number}: {len(missing)} of {len(step.uids)} uid(s) in partition "
+        f"{partition!r} are not complete after {timeout:.1f} s: {shown}",
+        missing,
+    )

@@ -14,6 +14,18 @@ Use it from a test module of your backend::
             yield plane
             plane.close()
 
+What a watcher of a partition relies on is the delta contract of ``kv_watch_changes``
+(checked by :class:`~rlctl.testing.dataplane_changes.ListingChangesContract`, this class's
+base): the version moves exactly when the listing changes (a key created, a non-empty tag
+put, a clear); ``kv_watch_changes(partition, since, timeout)`` waits while the version is
+``since`` and answers a ``TagChanges`` of the current version with only what changed since
+``since`` -- each key created or re-tagged with its whole tags, each key cleared -- or a
+snapshot (``complete``) from ``-1``, from a version the plane never issued, or from one older
+than the history it keeps; applied to a copy of the listing at ``since``, it gives ``kv_list``
+of the new version, under concurrent writers too. ``kv_list`` stays the full listing, for
+tools. A plane that keeps ``DataPlaneBase``'s snapshot default sets
+``incremental_changes = False``.
+
 Every test works in its own fresh partition, so ``plane`` may be shared (e.g. a
 session-scoped backend behind a function-scoped fixture). Errors are checked by their type
 (:mod:`rlctl.dataplane.errors`, imported from ``rlctl.dataplane``) and by the ``keys`` /
@@ -34,6 +46,7 @@ import torch
 from tensordict import NonTensorStack
 
 from rlctl.dataplane import (
+    DataPlane,
     DuplicateKeyError,
     MissingFieldError,
     RowCountError,
@@ -42,11 +55,8 @@ from rlctl.dataplane import (
     UnknownKeyError,
     jagged,
 )
-
-
-def _keys(n: int, prefix: str | None = None) -> list[str]:
-    uid = prefix or uuid.uuid4().hex[:12]
-    return [f"{uid}{i}_0_0" for i in range(n)]
+from rlctl.testing.dataplane_changes import ListingChangesContract
+from rlctl.testing.dataplane_changes import keys_of_a_new_uid as _keys
 
 
 def _ragged(n: int, seed: int, dtype=torch.int64) -> list[torch.Tensor]:
@@ -57,7 +67,7 @@ def _ragged(n: int, seed: int, dtype=torch.int64) -> list[torch.Tensor]:
     ]
 
 
-class DataPlaneContract:
+class DataPlaneContract(ListingChangesContract):
     """Round trips, column-wise puts, partitions, clear, errors, watch, concurrency."""
 
     multi_process: bool = True
@@ -72,6 +82,10 @@ class DataPlaneContract:
     @pytest.fixture
     def partition(self) -> str:
         return f"p{uuid.uuid4().hex[:10]}"
+
+    def test_the_plane_has_every_call_of_the_contract(self, plane):
+        # kv_watch_changes and the async twins included (DataPlaneBase has defaults for them)
+        assert isinstance(plane, DataPlane)
 
     # ------------------------------------------------------------------ round trips
     def test_dense_fields_round_trip_with_dtype(self, plane, partition):
@@ -270,44 +284,7 @@ class DataPlaneContract:
             plane.kv_batch_get(keys, partition, ["r"])
         assert plane.kv_batch_get(keys[1:], partition, ["r"]).get("r").shape == (1, 5)
 
-    # ------------------------------------------------------------------ readiness, async, pickling
-    def test_watch_wakes_on_tag_change_and_times_out(self, plane, partition):
-        key = _keys(1)[0]
-        version = plane.kv_watch(partition, -1, 0)
-        t0 = time.monotonic()
-        assert plane.kv_watch(partition, version, 0.2) == version
-        assert time.monotonic() - t0 >= 0.15
-        timer = threading.Timer(
-            0.1, plane.kv_put, args=(key, partition), kwargs={"tag": {"status": "success"}}
-        )
-        timer.start()
-        t0 = time.monotonic()
-        new = plane.kv_watch(partition, version, 10)
-        assert new > version and time.monotonic() - t0 < 5
-        timer.join(timeout=10)
-
-    def test_watch_list_answers_with_the_listing_of_its_version(self, plane, partition):
-        """``kv_watch_list`` is optional; where a plane has it, it is ``kv_watch`` answered
-        with ``kv_list`` of that same version."""
-        if not hasattr(plane, "kv_watch_list"):
-            pytest.skip("this plane has no kv_watch_list (optional)")
-        keys = _keys(2)
-        plane.kv_put(keys[0], partition, tag={"status": "running"})
-        version, listing = plane.kv_watch_list(partition, -1, 0)
-        assert version == plane.kv_watch(partition, -1, 0) and listing == plane.kv_list(partition)
-        t0 = time.monotonic()
-        assert plane.kv_watch_list(partition, version, 0.2) == (version, listing)
-        assert time.monotonic() - t0 >= 0.15
-        timer = threading.Timer(
-            0.1, plane.kv_put, args=(keys[1], partition), kwargs={"tag": {"status": "success"}}
-        )
-        timer.start()
-        t0 = time.monotonic()
-        new, after = plane.kv_watch_list(partition, version, 10)
-        assert new > version and time.monotonic() - t0 < 5
-        assert after == {keys[0]: {"status": "running"}, keys[1]: {"status": "success"}}
-        timer.join(timeout=10)
-
+    # ------------------------------------------------------------------ async, pickling
     def test_async_twins(self, plane, partition):
         keys = _keys(2)
 
@@ -318,6 +295,8 @@ class DataPlaneContract:
             listing = await plane.async_kv_list(partition)
             await plane.async_kv_clear(keys[1:], partition)
             assert await plane.async_kv_watch(partition, -1, 0) >= 0
+            changes = await plane.async_kv_watch_changes(partition, -1, 0)
+            assert changes.changed == {keys[0]: {"a": 1, "b": 2}}
             return td, listing, await plane.async_kv_list(partition)
 
         td, listing, after = asyncio.run(go())
@@ -339,74 +318,101 @@ class DataPlaneContract:
 
     # ------------------------------------------------------------------ concurrency
     def test_concurrent_writers_and_readers_lose_nothing(self, plane, partition):
-        writers, per_writer = 8, max(1, self.concurrency_puts // 8)
-        shared = _keys(4, prefix="shared")
-        errors: list[BaseException] = []
-        written: list[list[str]] = [[] for _ in range(writers)]
-        done = threading.Event()
+        load = ConcurrentLoad(plane, partition, writers=8,
+                              per_writer=max(1, self.concurrency_puts // 8))
+        load.run()
+        load.check()
 
-        def payload(key: str) -> torch.Tensor:
-            seed = int(uuid.uuid5(uuid.NAMESPACE_OID, key).int % 2**31)
-            return torch.randint(0, 1000, (8,), generator=torch.Generator().manual_seed(seed))
 
-        def writer(w: int) -> None:
-            try:
-                rng = random.Random(w)
-                i = 0
-                while i < per_writer:
-                    n = min(rng.randint(1, 3), per_writer - i)
-                    keys = [f"w{w}k{i + j}_0_0" for j in range(n)]
-                    plane.kv_batch_put(
-                        keys,
-                        partition,
-                        {"x": torch.stack([payload(k) for k in keys])},
-                        [{"writer": w}] * n,
-                    )
-                    written[w].extend(keys)
-                    i += n
-                    # every writer merges its own tag into the same shared keys
-                    plane.kv_put(shared[i % len(shared)], partition, tag={f"w{w}_{i}": i})
-            except BaseException as exc:  # noqa: BLE001 (re-raised by the main thread)
-                errors.append(exc)
+def _payload(key: str) -> torch.Tensor:
+    seed = int(uuid.uuid5(uuid.NAMESPACE_OID, key).int % 2**31)
+    return torch.randint(0, 1000, (8,), generator=torch.Generator().manual_seed(seed))
 
-        def reader(r: int) -> None:
-            try:
-                rng = random.Random(100 + r)
-                while not done.is_set():
-                    mine = list(written[rng.randrange(writers)])
-                    if not mine:
-                        time.sleep(0.001)
-                        continue
-                    keys = rng.sample(mine, min(4, len(mine)))
-                    got = plane.kv_batch_get(keys, partition, ["x"]).get("x")
-                    for k, row in zip(keys, got, strict=True):
-                        assert torch.equal(row, payload(k)), f"corrupted value for {k}"
-            except BaseException as exc:  # noqa: BLE001 (re-raised by the main thread)
-                errors.append(exc)
 
-        threads = [threading.Thread(target=writer, args=(w,)) for w in range(writers)]
-        readers = [threading.Thread(target=reader, args=(r,)) for r in range(writers)]
-        for t in threads + readers:
+class ConcurrentLoad:
+    """8 writers (batch puts, and tag merges into shared keys), 8 readers checking values,
+    and a follower keeping a copy of the listing current from ``kv_watch_changes``."""
+
+    def __init__(self, plane, partition: str, writers: int, per_writer: int) -> None:
+        self.plane, self.partition = plane, partition
+        self.writers, self.per_writer = writers, per_writer
+        self.shared = _keys(4, prefix="shared")
+        self.errors: list[BaseException] = []
+        self.written: list[list[str]] = [[] for _ in range(writers)]
+        self.done = threading.Event()
+        self.followed: dict[str, dict] = {}
+        self.held = -1
+
+    def _guard(self, body, *args) -> None:
+        try:
+            body(*args)
+        except BaseException as exc:  # noqa: BLE001 (re-raised by the main thread)
+            self.errors.append(exc)
+
+    def _steps(self, w: int):
+        """Writer ``w``'s batch sizes, the same on every call (the check replays them)."""
+        rng, i = random.Random(w), 0
+        while i < self.per_writer:
+            n = min(rng.randint(1, 3), self.per_writer - i)
+            yield i, n
+            i += n
+
+    def _write(self, w: int) -> None:
+        for i, n in self._steps(w):
+            keys = [f"w{w}k{i + j}_0_0" for j in range(n)]
+            self.plane.kv_batch_put(keys, self.partition,
+                                    {"x": torch.stack([_payload(k) for k in keys])},
+                                    [{"writer": w}] * n)
+            self.written[w].extend(keys)
+            # every writer merges its own tag into the same shared keys
+            shared = self.shared[(i + n) % len(self.shared)]
+            self.plane.kv_put(shared, self.partition, tag={f"w{w}_{i + n}": i + n})
+
+    def _read(self, r: int) -> None:
+        rng = random.Random(100 + r)
+        while not self.done.is_set():
+            mine = list(self.written[rng.randrange(self.writers)])
+            if not mine:
+                time.sleep(0.001)
+                continue
+            keys = rng.sample(mine, min(4, len(mine)))
+            got = self.plane.kv_batch_get(keys, self.partition, ["x"]).get("x")
+            for k, row in zip(keys, got, strict=True):
+                assert torch.equal(row, _payload(k)), f"corrupted value for {k}"
+
+    def _follow(self) -> None:
+        # What the ReplayBuffer does: keep a copy of the listing current from the changes.
+        while not self.done.is_set():
+            changes = self.plane.kv_watch_changes(self.partition, self.held, 0.2)
+            changes.apply(self.followed)
+            self.held = changes.version
+
+    def run(self) -> None:
+        writers = [threading.Thread(target=self._guard, args=(self._write, w))
+                   for w in range(self.writers)]
+        others = [threading.Thread(target=self._guard, args=(self._read, r))
+                  for r in range(self.writers)]
+        others.append(threading.Thread(target=self._guard, args=(self._follow,)))
+        for t in writers + others:
             t.start()
-        for t in threads:
+        for t in writers:
             t.join(timeout=600)
-        done.set()
-        for t in readers:
+        self.done.set()
+        for t in others:
             t.join(timeout=60)
-        assert not errors, errors[:3]
-        listing = plane.kv_list(partition)
-        expected = [k for keys in written for k in keys]
-        assert len(expected) == len(set(expected)) == writers * per_writer
+        assert not self.errors, self.errors[:3]
+
+    def check(self) -> None:
+        listing = self.plane.kv_list(self.partition)
+        self.plane.kv_watch_changes(self.partition, self.held, 0).apply(self.followed)
+        assert self.followed == listing  # the changes lost or repeated nothing
+        expected = [k for keys in self.written for k in keys]
+        assert len(expected) == len(set(expected)) == self.writers * self.per_writer
         assert set(expected) <= set(listing)
-        got = plane.kv_batch_get(expected, partition, ["x"]).get("x")
+        got = self.plane.kv_batch_get(expected, self.partition, ["x"]).get("x")
         for k, row in zip(expected, got, strict=True):
-            assert torch.equal(row, payload(k)), f"corrupted value for {k}"
+            assert torch.equal(row, _payload(k)), f"corrupted value for {k}"
         # no lost tag update: every merge into the shared keys survived
-        merged = {name for k in shared for name in listing[k]}
-        want = set()
-        for w in range(writers):
-            rng, i = random.Random(w), 0
-            while i < per_writer:
-                i += min(rng.randint(1, 3), per_writer - i)
-                want.add(f"w{w}_{i}")
+        merged = {name for k in self.shared for name in listing[k]}
+        want = {f"w{w}_{i + n}" for w in range(self.writers) for i, n in self._steps(w)}
         assert want <= merged, f"{len(want - merged)} tag updates were lost"

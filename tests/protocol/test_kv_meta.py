@@ -52,10 +52,41 @@ def test_select():
     assert m.select([5, 4, 3, 2, 1, 0]).tag_values("seq_len") == [5, 4, 3, 2, 1, 0]
     with pytest.raises(ValueError, match="duplicate"):
         m.select([0, 0])
+    with pytest.raises(ValueError, match="duplicate"):
+        m.select([-1, 5])  # the same key twice, however it is named
     with pytest.raises(IndexError):
         m.select([6])
     with pytest.raises(KeyError, match="missing"):
         meta(2).tag_values("seq_len")
+
+
+def test_splits_share_the_batch_own_tag_copies():
+    """select / chunk / concat hand on the batch's tag dicts (copied once, at construction)
+    instead of copying each again; pickling still gives independent copies."""
+    m = meta(4, seq_len=lambda i: i)
+    part = m.select([2, 0])
+    assert part.tags[0] is m.tags[2] and part.partition_id == "train"
+    joined = KVBatchMeta.concat(m.chunk(2))
+    assert joined == m and all(a is b for a, b in zip(joined.tags, m.tags, strict=True))
+    with pytest.raises(ValueError, match="duplicate"):
+        KVBatchMeta.concat([m, m.select([1])])
+    assert pickle.loads(pickle.dumps(part)) == part
+
+
+def test_shared_holds_the_dicts_handed_over_and_checks_like_any_batch():
+    tags = ({"seq_len": 1}, {"seq_len": 2})
+    m = KVBatchMeta.shared(["a_0_0", "a_1_0"], "train", tags)
+    assert m.tags[0] is tags[0] and m == KVBatchMeta(("a_0_0", "a_1_0"), "train", tags)
+    assert type(m.keys) is tuple and type(m.tags) is tuple  # lists handed in are frozen
+    assert m.select([1]).tags[0] is tags[1]  # and what it splits off shares them too
+    copy = pickle.loads(pickle.dumps(m))
+    assert copy == m and copy.tags[0] is not tags[0]
+    with pytest.raises(ValueError, match="duplicate"):
+        KVBatchMeta.shared(["a_0_0", "a_0_0"], "train", tags)
+    with pytest.raises(ValueError, match="2 keys but 1 tag"):
+        KVBatchMeta.shared(["a_0_0", "a_1_0"], "train", tags[:1])
+    with pytest.raises(ValueError, match="partition_id"):
+        KVBatchMeta.shared(["a_0_0"], "", tags[:1])
 
 
 def test_chunk_by_count_is_contiguous_and_even():

@@ -75,3 +75,105 @@ def test_balanced_group_partition_ignores_the_uid_text():
     lengths = [3, 3, 5, 5, 3, 3, 5, 5]
     first = balanced_group_partition(list("aabbccdd"), lengths, 2)
     assert balanced_group_partition(list("zzyyxxww"), lengths, 2) == first
+
+
+# ---------------------------------------------------------------------------------------------
+# The vectorised splits compute exactly what the plain item-by-item greedy computes (what
+# balance.py did before it had to handle a million samples): that greedy is the oracle here.
+def _greedy_equal(lengths, parts):
+    import heapq
+
+    base, extra = divmod(len(lengths), parts)
+    capacity = [base + (1 if p < extra else 0) for p in range(parts)]
+    heap = [(0, p) for p in range(parts)]
+    out = [[] for _ in range(parts)]
+    for i in sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)):
+        skipped = []
+        while True:
+            load, p = heapq.heappop(heap)
+            if len(out[p]) < capacity[p]:
+                break
+            skipped.append((load, p))
+        out[p].append(i)
+        heapq.heappush(heap, (load + lengths[i], p))
+        for item in skipped:
+            heapq.heappush(heap, item)
+    return [sorted(part) for part in out]
+
+
+def _greedy_group(groups, lengths, parts):
+    import heapq
+    from collections import defaultdict
+
+    members, loads = defaultdict(list), defaultdict(int)
+    for i, (g, length) in enumerate(zip(groups, lengths, strict=True)):
+        members[g].append(i)
+        loads[g] += length
+    heap = [(0, 0, p) for p in range(parts)]
+    out = [[] for _ in range(parts)]
+    for g in sorted(members, key=lambda g: (-len(members[g]), -loads[g], members[g][0])):
+        count, load, p = heapq.heappop(heap)
+        out[p].extend(members[g])
+        heapq.heappush(heap, (count + len(members[g]), load + loads[g], p))
+    return [sorted(part) for part in out]
+
+
+# thresholds of balance.py: its defaults, everything vectorised, every group by the heap
+_EVERY_PATH = [{"RUN_MIN": 48, "LEVEL_MIN": 8}, {"RUN_MIN": 1, "LEVEL_MIN": 1},
+               {"RUN_MIN": 2, "LEVEL_MIN": 10**9}]
+
+
+@given(st.lists(st.integers(0, 12), max_size=300), st.integers(1, 40),
+       st.sampled_from(_EVERY_PATH))
+@settings(max_examples=300, deadline=None)
+def test_equal_partition_is_the_plain_greedy(lengths, parts, thresholds):
+    from unittest import mock
+
+    from rlctl.trainer.controller import balance
+
+    with mock.patch.multiple(balance, **thresholds):
+        assert balanced_equal_partition(lengths, parts) == _greedy_equal(lengths, parts)
+
+
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 9)), max_size=300),
+       st.integers(1, 40), st.sampled_from(_EVERY_PATH))
+@settings(max_examples=300, deadline=None)
+def test_group_partition_is_the_plain_greedy(samples, parts, thresholds):
+    from unittest import mock
+
+    from rlctl.trainer.controller import balance
+
+    groups, lengths = [f"u{g}" for g, _ in samples], [n for _, n in samples]
+    with mock.patch.multiple(balance, **thresholds):
+        assert balanced_group_partition(groups, lengths, parts) == _greedy_group(
+            groups, lengths, parts)
+
+
+def test_large_steps_split_as_the_plain_greedy():
+    """Thousands of samples over many ranks: long runs of equal lengths and whole levels of
+    ranks, the shapes a million-sample step has (floats take the item-by-item path)."""
+    import random
+
+    rng = random.Random(0)
+    lengths = [rng.choice([64, 128, 512, 2048, 4096]) + rng.randint(0, 3) for _ in range(20000)]
+    groups = [f"u{i // 8}" for i in range(len(lengths))]
+    assert balanced_equal_partition(lengths, 64) == _greedy_equal(lengths, 64)
+    assert balanced_group_partition(groups, lengths, 64) == _greedy_group(groups, lengths, 64)
+    ragged = [f"u{i // rng.choice([4, 8])}" for i in range(5000)]  # groups of several sizes
+    assert balanced_group_partition(ragged, lengths[:5000], 16) == _greedy_group(
+        ragged, lengths[:5000], 16)
+    floats = [x / 7 for x in lengths[:3000]]
+    assert balanced_equal_partition(floats, 16) == _greedy_equal(floats, 16)
+    assert balanced_group_partition(groups[:3000], floats, 16) == _greedy_group(
+        groups[:3000], floats, 16)
+
+
+def test_bad_lengths_are_refused():
+    import pytest
+
+    with pytest.raises(ValueError, match="parts"):
+        balanced_equal_partition([1, 2], 0)
+    with pytest.raises(ValueError, match="2 groups but 1 lengths"):
+        balanced_group_partition(["a", "b"], [1], 2)
+    with pytest.raises(TypeError, match="numbers"):
+        balanced_equal_partition(["long", "short"], 2)
