@@ -99,6 +99,8 @@ def node_name() -> str:
         import ray
     except ImportError:
         return f"host {host}"
-    if not ray.is_initialized():
+    # A driver (the controller, a test) connected to Ray is not on a worker's node: only an
+    # actor (where the check runs on Ray nodes) names its node.
+    if not ray.is_initialized() or ray.get_runtime_context().get_actor_id() is None:
         return f"host {host}"
     return f"node {ray.util.get_node_ip_address()} (host {host})"

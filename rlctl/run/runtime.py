@@ -60,6 +60,9 @@ def apply_run_env(*, joining: bool = False) -> None:
     """Export :func:`run_env` into this process (values already set win)."""
     for key, value in run_env(joining=joining).items():
         os.environ.setdefault(key, value)
+    # Not a setting of the user's: what this run is in (a process that ran another first,
+    # as a test session does, must not keep that one's).
+    os.environ[CLUSTER_KIND_VAR] = run_env(joining=joining)[CLUSTER_KIND_VAR]
 
 
 _AUTH_VARS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_TOKEN")

@@ -9,9 +9,9 @@ answered within :data:`PROBE_TIMEOUT_S` is a missed beat; :data:`MISSED_BEATS` i
 the rank counts as stopped: the wait raises, naming it, the phase and what was missed, about
 ``BEAT_S + MISSED_BEATS * PROBE_TIMEOUT_S`` (25-35 s) after it stopped. A single slow answer
 (a loaded machine, a long garbage collection) is forgiven by the next one that comes back.
-A rank is judged only once it has answered a probe: until then Ray may still be creating it
-(a process to start, torch to import: tens of seconds on a loaded machine), and the group's
-start bound (``schedule.start_timeout_s``) is what limits that wait.
+A rank is judged only once it has answered a probe or returned from a call: until then Ray
+may still be creating it (a process to start, torch to import: tens of seconds on a loaded
+machine), and the group's start bound (``schedule.start_timeout_s``) is what limits that wait.
 
 Nothing blocks: :meth:`Heartbeat.beat` checks the probes already sent and sends new ones, and
 the waits call it between their one-second slices.
@@ -48,6 +48,10 @@ class Heartbeat:
         self.missed: dict[int, int] = {}
         self.answered: dict[int, float] = {}
         self.alive: set[int] = set()  # ranks that answered once: created, so judged
+
+    def seen(self, rank: int) -> None:
+        """``rank`` returned from a call: it exists, so from now on it is judged."""
+        self.alive.add(rank)
 
     def beat(self, ranks: Sequence[int]) -> list[int]:
         """Check and send probes for ``ranks``; the ranks that missed :data:`MISSED_BEATS`."""

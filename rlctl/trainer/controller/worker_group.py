@@ -42,8 +42,7 @@ R = TypeVar("R")
 
 
 def method_name(method: Callable[..., Any]) -> str:
-    """The name a worker method is called by (``TrainingWorker.compute_log_prob`` ->
-    ``"compute_log_prob"``)."""
+    """The name a worker method is called by (``TrainingWorker.ready`` -> ``"ready"``)."""
     return method.__name__
 
 DEFAULT_TIMEOUT_S = 600.0
@@ -364,6 +363,7 @@ class RayWorkerGroup(WorkerGroup):
             slice_s = min(left, WAIT_SLICE_S)
             ready, waiting = ray.wait(waiting, num_returns=len(waiting), timeout=slice_s)
             for ref in ready:
+                self.heartbeat.seen(rank_of[ref])
                 results[rank_of[ref]] = self._result(pending.method, rank_of[ref], ref)
             self._check_heartbeat(pending.method, sorted(rank_of[r] for r in waiting))
         ordered = [results[rank] for rank, _ in pending.handles]
@@ -441,6 +441,7 @@ class RayWorkerGroup(WorkerGroup):
         # Results are not metered here: wait() meters them when the caller collects them.
         for rank, ref in pending.handles:
             if ref.hex() in ready_ids:
+                self.heartbeat.seen(rank)
                 self._result(pending.method, rank, ref)
         self._check_heartbeat(pending.method,
                               [rank for rank, ref in pending.handles if ref.hex() not in ready_ids])
