@@ -99,11 +99,39 @@ class ReasoningGymOptions(BaseModel):
             guess = did_you_mean(self.dataset, list(known))
             raise ValueError(f"unknown reasoning-gym dataset {self.dataset!r}"
                              + (f"; did you mean {guess!r}?" if guess else ""))
+        _check_config_types(self.dataset, known[self.dataset][1], self.config)
         try:
             rg.create_dataset(self.dataset, seed=0, size=1, **self.config)
         except (TypeError, ValueError, AssertionError) as exc:
             raise ValueError(f"config of {self.dataset!r}: {exc}") from None
         return self
+
+
+def _check_config_types(dataset: str, config_cls: type, config: dict[str, Any]) -> None:
+    """Each key and value against the generator's config dataclass (which takes any value: a
+    table where a flag belongs would reach the generator unchecked). Raises pydantic's own
+    error, located at ``config.<key>``, so the report names the key."""
+    import typing
+
+    from pydantic import ConfigDict, ValidationError, create_model
+    from pydantic_core import PydanticCustomError
+
+    from rlctl.config.problems import did_you_mean
+
+    hints = typing.get_type_hints(config_cls)
+    options = sorted(set(hints) - {"seed", "size"})
+    unknown = [{"type": PydanticCustomError(
+        "unknown_option", "{dataset} has no option '{key}'",
+        {"dataset": dataset, "key": key,
+         "fix": (f"did you mean {guess!r}?" if (guess := did_you_mean(key, options))
+                 else f"its options: {', '.join(options)}")}),
+        "loc": ("config", key), "input": value} for key, value in config.items()
+        if key not in hints]
+    if unknown:
+        raise ValidationError.from_exception_data(f"{dataset} config", unknown)
+    fields: dict[str, Any] = {k: (hint, None) for k, hint in hints.items()}
+    typed = create_model(f"{dataset}_config", __config__=ConfigDict(extra="forbid"), **fields)
+    create_model(f"{dataset}_options", config=(typed, ...)).model_validate({"config": config})
 
 
 class ReasoningGymTask:

@@ -85,11 +85,22 @@ def test_the_chat_template_formats_the_prompt() -> None:
     ({"dataset": "basic_arithmetik"}, "did you mean 'basic_arithmetic'"),
     ({"config": {"seed": 3}}, "seed in config: the splits set them"),
     ({"template": "{question} ({answer})"}, "would give the answer away"),
-    ({"config": {"no_such_option": 1}}, "config of 'basic_arithmetic'"),
+    ({"config": {"no_such_option": 1}}, r"config.no_such_option\n.*no option 'no_such_"),
+    # the generator's dataclass takes anything: a table where a flag belongs is refused here
+    ({"config": {"allow_parentheses": {"x": 1}}}, r"config.allow_parentheses\n.*boolean"),
+    ({"config": {"operators": 7}}, r"config.operators\n.*valid list"),
 ])
 def test_bad_options_are_config_errors(change, message) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ValidationError, match=message):
         _options(**change)
+
+
+def test_an_unknown_generator_option_is_named_at_its_key_with_a_guess() -> None:
+    with pytest.raises(ValidationError) as caught:
+        _options(config={"min_termz": 2})
+    (error,) = caught.value.errors()
+    assert error["loc"] == ("config", "min_termz")
+    assert error["ctx"]["fix"] == "did you mean 'min_terms'?"
 
 
 def _sample(text: str, answer: str, dataset: str = "basic_arithmetic",
