@@ -58,11 +58,12 @@ def run_env(*, joining: bool) -> dict[str, str]:
 
 def apply_run_env(*, joining: bool = False) -> None:
     """Export :func:`run_env` into this process (values already set win)."""
-    for key, value in run_env(joining=joining).items():
+    env = run_env(joining=joining)
+    for key, value in env.items():
         os.environ.setdefault(key, value)
     # Not a setting of the user's: what this run is in (a process that ran another first,
     # as a test session does, must not keep that one's).
-    os.environ[CLUSTER_KIND_VAR] = run_env(joining=joining)[CLUSTER_KIND_VAR]
+    os.environ[CLUSTER_KIND_VAR] = env[CLUSTER_KIND_VAR]
 
 
 _AUTH_VARS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_TOKEN")
