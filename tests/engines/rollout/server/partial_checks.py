@@ -196,12 +196,12 @@ class PartialRolloutChecks:
     ) -> None:
         # updates with unchanged weights: every resumed request must continue exactly where
         # it was cut (greedy), so the response is token for token the uninterrupted one
-        started = time.monotonic()
+        start, started = engine.weight_version, time.monotonic()
         run = interrupted(engine, self.sync(), [self.state(0)], metric=self.metric,
                           every_s=0.05 * reference.took_s, max_updates=3)
         print(f"\n{self.name}, same weights: {summary(run)} in "
               f"{time.monotonic() - started:.1f} s")
-        check_segments(run, start_version=0)
+        check_segments(run, start_version=start)
         assert [g.token_ids for g in run.gens] == [r.token_ids for r in reference.gens]
         for g, r in zip(run.gens, reference.gens, strict=True):
             torch.testing.assert_close(torch.tensor(g.log_probs), torch.tensor(r.log_probs),
@@ -238,8 +238,18 @@ class PartialRolloutChecks:
         with engine.weight_update(timeout_s=60):
             self.sync()(self.state(0), engine, new + 1)
 
+    @pytest.fixture
+    def server(self, engine: Any) -> Any:
+        """The process the engine's first URL reaches (an engine attached to a shared server
+        overrides this: it has no process of its own)."""
+        return engine.servers[0]
+
+    def served_as(self, engine: Any) -> str:
+        """How errors name the engine's first server: a regex (an attached one: its URL)."""
+        return rf"{self.name}\[0\]"
+
     def test_a_server_that_never_answers_the_abort_fails_the_update_loudly(
-        self, engine: Any
+        self, engine: Any, server: Any
     ) -> None:
         out: dict = {}
         thread = threading.Thread(target=lambda: out.setdefault("gens", engine.generate_batch(
@@ -247,13 +257,13 @@ class PartialRolloutChecks:
         thread.start()
         while engine.requests_in_flight < len(PROMPTS):
             time.sleep(0.01)
-        server = engine.servers[0]
         os.killpg(server.pid, signal.SIGSTOP)  # accepts connections, answers nothing
         try:
             started = time.monotonic()
             with pytest.raises(ServerError, match=(
                     r"aborting the requests in flight at a weight update failed: POST "
-                    rf".*/{self.abort_path} to server {self.name}\[0\] failed: .*Timeout")), \
+                    rf".*/{self.abort_path} to server {self.served_as(engine)} failed: "
+                    r".*Timeout")), \
                     engine.weight_update(timeout_s=3.0):
                 pytest.fail("the update must not start while requests are still in flight")
             assert time.monotonic() - started < 10

@@ -1,8 +1,10 @@
 """The sglang rollout engine against a real SGLang server (CPU, torch_native) on a tiny checkpoint.
 
 Skipped unless SGLang's own environment is built (``rlctl engines install sglang``).
-One server runs for the whole module (20 s to start on an idle 2-core machine, minutes under
-load); the last test kills it on purpose. Tolerances are documented in ``docs/sglang.md``.
+The package's one server (``sglang_server``, ``conftest.py``; 20 s to start on an idle 2-core
+machine, minutes under load), on the checkpoint's weights when the module starts; the test that
+kills it on purpose runs after the package's other users of it. Tolerances are documented in
+``docs/sglang.md``.
 """
 
 from __future__ import annotations
@@ -27,9 +29,9 @@ from rlctl.engines.rollout.sglang.options import SGLangWeightSyncOptions
 from rlctl.engines.rollout.sglang.weight_sync import SGLangWeightSync
 from rlctl.models.tiny import EOS_ID
 from rlctl.testing.rollout_contract import RolloutEngineParity, greedy, hf_reference
-from rlctl.testing.server_checkpoint import PARITY_PROMPTS, save_server_checkpoint
+from rlctl.testing.server_checkpoint import PARITY_PROMPTS
+from tests.engines.rollout.server.shared_server import on_checkpoint_weights
 from tests.engines.rollout.sglang.sglang_env import (
-    SGLANG_PYTHON,
     requires_sglang_env,
     sharpened_state,
     tiny_recipe,
@@ -47,25 +49,14 @@ def served(engine, path: str):
 
 
 @pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory) -> Path:
-    """The tiny model (sharpened, seed 0) and tokenizer saved with ``save_pretrained``."""
-    return save_server_checkpoint(tmp_path_factory.mktemp("tiny-sglang"))
-
-
-@pytest.fixture(scope="module")
-def hf(checkpoint) -> HFRolloutEngine:
+def hf(checkpoint: Path) -> HFRolloutEngine:
     return hf_reference(checkpoint)
 
 
 @pytest.fixture(scope="module")
-def engine(checkpoint):
-    recipe = tiny_recipe(str(checkpoint), python=SGLANG_PYTHON, startup_timeout_s=400)
-    e = SGLangRolloutEngine(RolloutEngineSpec.from_loaded(validate_recipe(recipe)))
-    started = time.monotonic()
-    e.load()
-    print(f"\nsglang server up (health_generate + warm-up) in {time.monotonic() - started:.1f} s")
-    yield e
-    e.close()
+def engine(sglang_server: SGLangRolloutEngine) -> SGLangRolloutEngine:
+    """The package's server, through the engine that owns it, on the checkpoint's weights."""
+    return on_checkpoint_weights(sglang_server, SGLangWeightSync(), sharpened_state(0))
 
 
 class TestSGLangParity(RolloutEngineParity):
@@ -227,8 +218,9 @@ def test_bad_requests_are_named_errors_and_leave_the_server_serving(engine):
     )
 
 
+@pytest.mark.kills_shared_server
 def test_server_death_mid_rollout_names_the_server_and_leaves_nothing(engine):
-    # Runs last: it kills the module's server.
+    # Runs after the other users of the package's server (conftest.py): it kills it.
     server = engine.servers[0]
     os.killpg(server.pid, signal.SIGKILL)
     server.popen.wait(timeout=10)
