@@ -18,10 +18,13 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlctl.algorithms.accuracy import accuracy_metrics, accuracy_partials, group_scores
 from rlctl.config.loaded import LoadedRecipe
+
+if TYPE_CHECKING:  # the engine module imports torch: not at `rlctl eval --help`
+    from rlctl.engines.rollout.contract import RolloutEngine
 
 
 class EvalSetupError(ValueError):
@@ -128,9 +131,7 @@ def evaluate(
                      "score": s["score"]}
                     for i, s in enumerate(scored[:examples])]
     finally:
-        close = getattr(engine, "close", None)  # server engines stop their servers
-        if close is not None:
-            close()
+        engine.close()  # the contract's (server engines stop their servers)
     return result
 
 
@@ -144,7 +145,7 @@ def _reward_set(loaded: LoadedRecipe) -> Any:
     return RewardSet.from_sections(sections, get_registry(), options)
 
 
-def _engine(loaded: LoadedRecipe, evaluated: Any) -> Any:
+def _engine(loaded: LoadedRecipe, evaluated: Any) -> RolloutEngine:
     from rlctl.engines.rollout.contract import RolloutEngineSpec
     from rlctl.registry import get_registry
     from rlctl.trainer.worker.device import pick_device
@@ -159,7 +160,7 @@ def _engine(loaded: LoadedRecipe, evaluated: Any) -> Any:
 
 
 def _generate_and_score(
-    engine: Any, recipe: Any, tokenizer: Any, rewards: Any, held_out: Sequence[Any],
+    engine: RolloutEngine, recipe: Any, tokenizer: Any, rewards: Any, held_out: Sequence[Any],
     ids: Sequence[list[int]], *, n: int, temperature: float,
 ) -> tuple[list[dict[str, Any]], float]:
     """``n`` responses per prompt (each prompt's together), scored; and the seconds taken."""
