@@ -3,12 +3,16 @@
 
 :func:`interrupted` generates a batch in a thread while the test thread updates the weights
 through the engine's ``weight_update`` and a real weight sync, the way the rollout worker
-does; :func:`check_segments` asserts what a resumed response must be. The first update cuts
-in once the server has decoded tokens of the batch (read from its Prometheus ``/metrics``),
-not after a delay: on a fast machine a delay missed every response, on a slow one it landed
-before any request had decoded a token.
+does; :func:`check_segments` asserts what a resumed response must be.
+
+The first update lands while every request of the batch is in flight with tokens decoded, by
+construction, not by timing: a :class:`DecodingHold` (each server's own API, driven by the test
+harness, never by the engine) keeps the server from finishing the batch until that update is
+done. Waiting for a decoded-token count and then updating was not enough: the tiny model
+decodes the whole batch in about 0.6 s, and under load it sometimes finished between the
+count and the abort (no update, or nothing aborted).
 :class:`PartialRolloutChecks` holds the tests themselves: each engine's module subclasses it
-with its names and a module-scoped ``engine`` fixture.
+with its names, its hold and a module-scoped ``engine`` fixture.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import signal
 import threading
 import time
 import urllib.request
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,27 +41,54 @@ PROMPTS = PARITY_PROMPTS * 2
 """12 requests: enough in flight for every update to abort several."""
 MAX_NEW = 96
 """Long responses (the tiny server model takes 128 positions): several seconds of decoding."""
-CUT_AFTER = 8 * len(PROMPTS)
-"""The first update cuts in once the server has decoded this many tokens of the batch: about
-8 of each response's 96, so every response is cut, none finished."""
+HOLD_BOUND_S = 120.0
+"""How long bringing a held batch to its first tokens may take (a loaded 2-core machine)."""
 
 
-def decoded_tokens(engine: Any, metric: str) -> int:
-    """Tokens the engine's first server has decoded so far: the sum of its Prometheus
-    counter ``metric`` (a regex of the sample name and labels) on ``/metrics``."""
+def metric_sums(engine: Any, *metrics: str) -> tuple[float, ...]:
+    """Each metric's sum of Prometheus samples (``metric``: a regex of the sample name and
+    labels), from one read of the engine's first server's ``/metrics``."""
     with urllib.request.urlopen(f"{engine.urls[0]}/metrics", timeout=10) as answer:
         text = answer.read().decode()
-    values = re.findall(rf"^{metric} ([0-9.e+]+)$", text, flags=re.MULTILINE)
-    return int(sum(float(v) for v in values))
+    return tuple(sum(float(v) for v in re.findall(rf"^{m} ([0-9.e+]+)$", text, flags=re.MULTILINE))
+                 for m in metrics)
 
 
-def wait_for_decoding(engine: Any, metric: str, before: int, tokens: int,
-                      running: threading.Thread) -> None:
-    """Wait (bounded) until the server decoded ``tokens`` more than ``before``."""
-    deadline = time.monotonic() + 60
-    while decoded_tokens(engine, metric) - before < tokens and running.is_alive():
-        assert time.monotonic() < deadline, f"the server decoded under {tokens} tokens in 60 s"
-        time.sleep(0.005)
+def metric_sum(engine: Any, metric: str) -> float:
+    """One metric's sum (:func:`metric_sums`)."""
+    return metric_sums(engine, metric)[0]
+
+
+def post_to_server(engine: Any, path: str, body: dict[str, Any] | None = None) -> Any:
+    """POST to the engine's first server through the engine's own client (its key), outside
+    ``max_concurrent_requests`` (the held requests may hold every slot)."""
+    return engine.run(engine.post(engine.replicas[0], path, body, timeout_s=60, limit=False))
+
+
+class DecodingHold(ABC):
+    """How the test harness keeps a server from finishing the batch before the first weight
+    update: :meth:`hold` before the batch is sent, :meth:`until_every_request_decoded` once
+    every request is in flight (returns with each of them holding decoded tokens, the server
+    still unable to finish any), :meth:`release` after the first update (and on failure;
+    releasing twice is harmless). The update itself stays the engine's ``weight_update``:
+    abort, sync, resume."""
+
+    @abstractmethod
+    def hold(self, engine: Any) -> None: ...
+
+    @abstractmethod
+    def until_every_request_decoded(self, engine: Any, running: threading.Thread) -> None: ...
+
+    @abstractmethod
+    def release(self, engine: Any) -> None: ...
+
+
+def check_still_running(engine: Any, running: threading.Thread, deadline: float) -> None:
+    """The held batch has not ended and the wait is within its bound."""
+    assert running.is_alive() and engine.requests_in_flight == len(PROMPTS), (
+        "the batch ended while the server was to hold it: the hold does not hold")
+    assert time.monotonic() < deadline, (
+        f"the held batch did not decode its first tokens within {HOLD_BOUND_S:g} s")
 
 
 @dataclass
@@ -86,15 +118,15 @@ class Interrupted:
 
 
 def interrupted(engine: Any, sync: Callable[..., None], states: Sequence[Mapping[str, Any]], *,
-                metric: str, every_s: float = 1.0, max_updates: int = 10,
+                hold: DecodingHold, every_s: float = 1.0, max_updates: int = 10,
                 seed: int = 7) -> Interrupted:
     """Greedy :data:`PROMPTS` (``MAX_NEW`` tokens each, eos ignored by the engine's options)
-    in a thread; once every request is in flight and the server decoded :data:`CUT_AFTER`
-    of their tokens (its counter ``metric``), one weight update with the next of ``states``,
-    then one every ``every_s`` until the batch is done (at most ``max_updates``)."""
+    in a thread, sent to a server under ``hold``; once every request has decoded tokens, one
+    weight update with the next of ``states`` (while the server still holds the batch), the
+    hold released, then one update every ``every_s`` until the batch is done (at most
+    ``max_updates``)."""
     out: dict[str, Any] = {}
     aborted, resumed = engine.aborted_requests, engine.resumed_requests
-    decoded = decoded_tokens(engine, metric)
 
     def run() -> None:
         try:
@@ -104,20 +136,26 @@ def interrupted(engine: Any, sync: Callable[..., None], states: Sequence[Mapping
             out["error"] = exc
 
     thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while engine.requests_in_flight < len(PROMPTS) and thread.is_alive():
-        assert time.monotonic() < deadline, "the requests never were all in flight"
-        time.sleep(0.01)
-    wait_for_decoding(engine, metric, decoded, CUT_AFTER, thread)
     updates: list[int] = []
     version = engine.weight_version
-    while thread.is_alive() and len(updates) < max_updates:
-        version += 1
-        with engine.weight_update(timeout_s=60):
-            sync(states[len(updates) % len(states)], engine, version)
-        updates.append(version)
-        thread.join(timeout=every_s)
+    hold.hold(engine)
+    try:
+        thread.start()
+        deadline = time.monotonic() + 60
+        while engine.requests_in_flight < len(PROMPTS) and thread.is_alive():
+            assert time.monotonic() < deadline, "the requests never were all in flight"
+            time.sleep(0.01)
+        hold.until_every_request_decoded(engine, thread)
+        while thread.is_alive() and len(updates) < max_updates:
+            version += 1
+            with engine.weight_update(timeout_s=60):
+                sync(states[len(updates) % len(states)], engine, version)
+            updates.append(version)
+            if len(updates) == 1:
+                hold.release(engine)
+            thread.join(timeout=every_s)
+    finally:
+        hold.release(engine)
     thread.join(timeout=120)
     assert not thread.is_alive(), "the interrupted batch did not finish"
     if "error" in out:
@@ -143,8 +181,10 @@ def check_segments(run: Interrupted, start_version: int) -> None:
         assert g.aborts >= g.resumes >= len(spans) - 1
     assert run.aborted == sum(g.aborts for g in run.gens) > 0
     assert run.resumed == sum(g.resumes for g in run.gens) > 0
-    # some response kept tokens of one version and went on with the next
-    assert any(len(g.weight_segments()) > 1 for g in run.gens)
+    # the first update landed while the server held every request with tokens decoded: each
+    # response kept tokens of one version and went on with the next
+    assert all(len(g.weight_segments()) > 1 for g in run.gens), [
+        len(g.weight_segments()) for g in run.gens]
 
 
 def continuations(engine: Any, prompts: Sequence[list[int]],
@@ -172,14 +212,14 @@ class PartialRolloutChecks:
     """The partial-rollout tests of a server engine, on its module-scoped ``engine`` fixture.
 
     A subclass (``TestVLLMPartial``...) names the server (``name``, as in its errors), the
-    abort endpoint an update posts (``abort_path``), its Prometheus counter of decoded tokens
-    (``metric``: a regex of the sample's name and labels), its weight sync class (``sync``) and
-    the test weights (``state(k)``: the checkpoint's for 0, others for 1).
+    abort endpoint an update posts (``abort_path``), how the test holds its decoding
+    (``hold``: a :class:`DecodingHold` class), its weight sync class (``sync``) and the test
+    weights (``state(k)``: the checkpoint's for 0, others for 1).
     """
 
     name: str
     abort_path: str
-    metric: str
+    hold: Callable[[], DecodingHold]
     sync: Callable[[], Any]
     state: Callable[[int], Mapping[str, Any]]
 
@@ -197,7 +237,7 @@ class PartialRolloutChecks:
         # updates with unchanged weights: every resumed request must continue exactly where
         # it was cut (greedy), so the response is token for token the uninterrupted one
         start, started = engine.weight_version, time.monotonic()
-        run = interrupted(engine, self.sync(), [self.state(0)], metric=self.metric,
+        run = interrupted(engine, self.sync(), [self.state(0)], hold=self.hold(),
                           every_s=0.05 * reference.took_s, max_updates=3)
         print(f"\n{self.name}, same weights: {summary(run)} in "
               f"{time.monotonic() - started:.1f} s")
@@ -214,7 +254,7 @@ class PartialRolloutChecks:
         # weights' greedy ones, the tokens after it the new weights' greedy continuation of
         # (prompt + tokens before the cut), with the new weights' log-probs.
         start = engine.weight_version
-        run = interrupted(engine, self.sync(), [self.state(1)], metric=self.metric,
+        run = interrupted(engine, self.sync(), [self.state(1)], hold=self.hold(),
                           max_updates=1)
         print(f"\n{self.name}, new weights: {summary(run)}")
         check_segments(run, start_version=start)

@@ -1,8 +1,6 @@
-"""One real server per engine package (``tests/engines/rollout/sglang``), not one per module:
-a start costs 20-60 s of a 2-core machine's CPU and GBs of memory. (The vLLM package keeps a
-server per module for now: its partial-rollout checks, attached to a shared server, cut in
-after the batch had finished, measured under load; the cut itself is being made
-deterministic, issue 23.)
+"""One real server per engine package (``tests/engines/rollout/{sglang,vllm}``), not one per
+module: a start costs 20-60 s of a 2-core machine's CPU and GBs of memory. Modules whose server
+is started differently (vLLM's ``--enable-lora``, two replicas) keep their own.
 
 The package's ``conftest.py`` starts it (a package-scoped fixture) and orders the package's
 tests with :func:`order_around_the_shared_server`: those that use it first, in file order, the

@@ -1,8 +1,10 @@
 """The vllm rollout engine against a real vLLM server (CPU, eager) on a tiny checkpoint.
 
 Skipped unless vLLM's own environment is built (``rlctl engines install vllm``).
-One server runs for the whole module (about 30-50 s to start on 2 shared cores); the last test
-kills it on purpose. Tolerances are documented in ``docs/engines.md``.
+The package's one server (``vllm_server``, ``conftest.py``; about 30-50 s to start on 2 shared
+cores) is this module's engine, reset to the checkpoint's weights first; the test that kills
+it on purpose runs after the package's other users of it. Tolerances are documented in
+``docs/engines.md``.
 """
 
 from __future__ import annotations
@@ -27,9 +29,9 @@ from rlctl.engines.rollout.vllm.options import VLLMWeightSyncOptions
 from rlctl.engines.rollout.vllm.weight_sync import VLLMWeightSync
 from rlctl.models.tiny import EOS_ID
 from rlctl.testing.rollout_contract import RolloutEngineParity, greedy, hf_reference
-from rlctl.testing.server_checkpoint import PARITY_PROMPTS, save_server_checkpoint
+from rlctl.testing.server_checkpoint import PARITY_PROMPTS
+from tests.engines.rollout.server.shared_server import on_checkpoint_weights
 from tests.engines.rollout.vllm.vllm_env import (
-    VLLM_PYTHON,
     engine_spec,
     requires_vllm_env,
     sharpened_state,
@@ -48,25 +50,13 @@ def served(engine, path: str):
 
 
 @pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory) -> Path:
-    """The tiny model (sharpened, seed 0) and tokenizer saved with ``save_pretrained``."""
-    return save_server_checkpoint(tmp_path_factory.mktemp("tiny-vllm"))
-
-
-@pytest.fixture(scope="module")
-def hf(checkpoint) -> HFRolloutEngine:
+def hf(checkpoint: Path) -> HFRolloutEngine:
     return hf_reference(checkpoint)
 
 
 @pytest.fixture(scope="module")
-def engine(checkpoint):
-    recipe = tiny_recipe(str(checkpoint), python=VLLM_PYTHON, startup_timeout_s=240)
-    e = VLLMRolloutEngine(engine_spec(recipe))
-    started = time.monotonic()
-    e.load()
-    print(f"\nvllm server up (health + warm-up) in {time.monotonic() - started:.1f} s")
-    yield e
-    e.close()
+def engine(vllm_server: VLLMRolloutEngine) -> VLLMRolloutEngine:
+    return on_checkpoint_weights(vllm_server, VLLMWeightSync(), sharpened_state(0))
 
 
 class TestVLLMParity(RolloutEngineParity):
@@ -327,9 +317,10 @@ def test_an_update_that_hangs_times_out_naming_the_server(engine):
     assert {g.weight_version for g in greedy(engine, n=2)} == {42}
 
 
+@pytest.mark.kills_shared_server
 def test_server_death_during_a_weight_update_names_the_server_and_leaves_nothing(engine):
-    # Runs last: it kills the module's server. The server is stopped so the update is
-    # certainly in flight when it dies.
+    # Runs last among the package's server users: it kills the shared server. The server is
+    # stopped so the update is certainly in flight when it dies.
     server = engine.servers[0]
     sync = use_sync(engine, timeout_s=60.0)
     os.killpg(server.pid, signal.SIGSTOP)

@@ -23,7 +23,6 @@ from rlctl.engines.rollout.vllm.weight_sync import VLLMWeightSync
 from rlctl.testing.rollout_contract import greedy
 from rlctl.testing.server_checkpoint import PARITY_PROMPTS
 from tests.engines.rollout.vllm.test_vllm_engine import (  # noqa: F401 - fixtures
-    checkpoint,
     hf,
     sharpened_state,
     transfer_stats,
@@ -38,7 +37,7 @@ SYNC = {"transport": "http_bytes", "bucket_mb": 0.1}  # [engines.rollout.weight_
 
 
 @pytest.fixture(scope="module")
-def engine(checkpoint, tmp_path_factory):  # noqa: F811 - the imported fixture
+def engine(checkpoint, tmp_path_factory):  # the package's checkpoint (conftest.py)
     from tests.engines.rollout.vllm.vllm_env import TINY_SHAPE
 
     logs = tmp_path_factory.mktemp("vllm-logs")
