@@ -329,6 +329,12 @@ class ScheduleSection(Section):
     controller names the stuck rank first."""
     start_timeout_s: float = Field(600.0, gt=0, allow_inf_nan=False)
     """Seconds the workers may take to start (load the model, join the process group)."""
+    liveness_timeout_s: float = Field(25.0, ge=5, allow_inf_nan=False)
+    """Seconds from a Ray worker's stop (SIGSTOP, a wedged process, a hung node) to the error
+    that names it, whatever the phase bound: while the controller waits on a group it checks
+    each rank it waits for every 2/5 of this and gives each check 1/5; three unanswered in a
+    row fail the run. Lower names a stop sooner; below 5 s a loaded machine's slow answer
+    would read as a stop."""
 
 
 class LoggingSection(Section):

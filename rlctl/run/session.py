@@ -156,7 +156,9 @@ class Session:
         group = start_worker_group(role, worker_cls, per_rank, self.meter,
                                    in_process=self.in_process,
                                    start_timeout=schedule.start_timeout_s,
-                                   timeout=schedule.phase_timeout_s, plugins=self.plugins,
+                                   timeout=schedule.phase_timeout_s,
+                                   liveness_timeout=schedule.liveness_timeout_s,
+                                   plugins=self.plugins,
                                    actor_options=options)
         self.stack.callback(group.shutdown)
         return group

@@ -251,6 +251,7 @@ keep_last = 3
 sample_timeout_s = 600.0
 phase_timeout_s = 600.0
 start_timeout_s = 600.0
+liveness_timeout_s = 25.0
 
 [logging]
 sinks = ["console", "jsonl"]

@@ -82,8 +82,10 @@ def test_bad_requests_are_usage_errors_with_nothing_written(recipe, tmp_path, rl
 
 def test_a_checkpoint_is_exported_and_scored(recipe, tmp_path, rlctl) -> None:  # type: ignore[no-untyped-def]
     runs = tmp_path / "runs"
+    # one small step (8 prompts x 4, not the default 64 x 8): a checkpoint to score is the point
     rlctl("train", str(recipe), "--local", "--quiet", "-s", "schedule.total_steps=1",
           "-s", "schedule.save_every=1", "-s", "data_plane.backend=memory",
+          "-s", "algorithm.prompts_per_step=8", "-s", "algorithm.group_size=4",
           "-s", 'run.name="ck"')
     checkpoint = next((runs / "ck" / "checkpoints").glob("step_*"))
     result = json.loads(rlctl("eval", str(recipe), "--model", str(checkpoint), "--json").stdout)

@@ -31,6 +31,6 @@ def test_the_names_it_uses_exist():
 
 def test_the_trainer_page_states_the_bounds_the_code_has():
     text = (DOCS / "trainer.md").read_text(encoding="utf-8")
-    for key in ("phase_timeout_s", "start_timeout_s"):
+    for key in ("phase_timeout_s", "start_timeout_s", "liveness_timeout_s"):
         assert f"schedule.{key}" in text and key in ScheduleSection.model_fields
     assert f"{worker_group.LIVENESS_TIMEOUT_S:.0f} s" in text

@@ -20,6 +20,15 @@ import psutil
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "recipes" / "tiny_grpo.toml"
+# Steps an eighth of tiny_grpo's (16 prompts x 4 samples, 32 per rank; not 64 x 8)
+# for tests of a run's processes and faults, not of what it learns.
+SMALL_STEPS = ("algorithm.prompts_per_step=16", "algorithm.group_size=4",
+               "engines.train.micro_batch_size=32", "engines.train.log_prob_micro_batch_size=32")
+
+
+def overrides(*settings: str) -> list[str]:
+    """``-s KEY=VALUE`` arguments of ``rlctl train``, one per setting."""
+    return [arg for setting in settings for arg in ("-s", setting)]
 
 
 @dataclass

@@ -13,7 +13,7 @@ import socket
 import psutil
 import pytest
 
-from tests.trainer.cli_runs import live_run
+from tests.trainer.cli_runs import SMALL_STEPS, live_run, overrides
 
 
 def _loopback(ip: str) -> bool:
@@ -40,10 +40,10 @@ def listening(processes: list[psutil.Process]) -> list[tuple[str, str, int]]:
     pytest.param(True, marks=pytest.mark.heavy),
 ], ids=["ray", "local"])
 def test_every_listening_socket_of_a_run_is_loopback(tmp_path, local):
-    overrides = ["-s", "schedule.total_steps=40"]
+    settings = overrides("schedule.total_steps=40", *SMALL_STEPS)  # its sockets, not its steps
     if local:
-        overrides += ["-s", 'data_plane.backend="memory"']
-    with live_run(tmp_path, *overrides, local=local) as run:
+        settings += overrides('data_plane.backend="memory"')
+    with live_run(tmp_path, *settings, local=local) as run:
         run.wait_for_steps(1)  # workers up, process group joined, weights synced once
         tree = run.tree()
         sockets = listening(tree)

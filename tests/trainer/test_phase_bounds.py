@@ -16,6 +16,7 @@ from rlctl.config.recipe import ScheduleSection
 from rlctl.hookspecs import hookimpl
 from rlctl.registry import build_registry, set_registry
 from rlctl.run.entry import train_from_recipe
+from rlctl.trainer.controller.heartbeat import MISSED_BEATS, Heartbeat
 from rlctl.trainer.controller.local_bound import PhaseTimeout, bounded
 from rlctl.trainer.controller.worker_group import LocalWorkerGroup, TrafficMeter, WorkerError
 
@@ -88,6 +89,19 @@ def test_the_recipe_bounds_every_phase_and_refuses_no_bound():
     for bad in (0, -1, float("inf"), float("nan")):
         with pytest.raises(ValueError):
             ScheduleSection(phase_timeout_s=bad)
+
+
+def test_the_liveness_bound_is_split_into_checks_and_refuses_a_hair_trigger():
+    assert ScheduleSection().liveness_timeout_s == 25.0
+    default, quick = Heartbeat(lambda rank: None), Heartbeat(lambda rank: None, 10.0)
+    # a check every 2/5 of the bound, 1/5 to answer each, three missed: the whole bound
+    assert (default.beat_s, default.probe_timeout_s) == (10.0, 5.0)
+    assert (quick.beat_s, quick.probe_timeout_s) == (4.0, 2.0)
+    assert quick.beat_s + MISSED_BEATS * quick.probe_timeout_s == quick.bound_s == 10.0
+    assert "(2 s each" in quick.describe()
+    for bad in (0, 4.9, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="liveness_timeout_s"):
+            ScheduleSection(liveness_timeout_s=bad)
 
 
 class StuckLoop(AgentLoop):

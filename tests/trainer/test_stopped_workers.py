@@ -3,8 +3,10 @@
 The run (Ray mode, 2 FSDP ranks, one rollout actor) keeps the default 600 s phase bound; one
 actor is stopped after the first steps. The heartbeat (rlctl/trainer/controller/heartbeat.py)
 names it: the run must exit 1 naming that actor's rank, pid and phase within the heartbeat's
-bound plus a bounded shutdown, never the minutes the phase bound, a collective or an
-unbounded ``ray.get`` would wait.
+bound (``schedule.liveness_timeout_s``, set lower than its 25 s default here, as a user may)
+plus a bounded shutdown, never the minutes the phase bound, a collective or an unbounded
+``ray.get`` would wait. The steps are small (16 prompts of 4 samples, not tiny_grpo's 64 of 8):
+what is tested is the stop being named, not what the steps learn.
 """
 
 from __future__ import annotations
@@ -13,13 +15,13 @@ import re
 
 import pytest
 
-from rlctl.trainer.controller.heartbeat import BEAT_S, MISSED_BEATS, PROBE_TIMEOUT_S
 from rlctl.trainer.worker.rollout_worker import RolloutWorker
 from rlctl.trainer.worker.training_worker import TrainingWorker
-from tests.trainer.cli_runs import live_run
+from tests.trainer.cli_runs import SMALL_STEPS, live_run, overrides
 
-BOUNDS = ("-s", "schedule.total_steps=500")  # the default bounds: 600 s per phase
-NAMED_S = BEAT_S + MISSED_BEATS * PROBE_TIMEOUT_S  # the heartbeat's bound (25 s)
+NAMED_S = 10  # the heartbeat's bound: a check every 4 s, 2 s to answer each, 3 missed
+BOUNDS = ("-s", "schedule.total_steps=500",  # the default phase bounds: 600 s per phase
+          "-s", f"schedule.liveness_timeout_s={NAMED_S}", *overrides(*SMALL_STEPS))
 # + shutdown (10 s grace, Ray's own stop) + a loaded machine: far below the 600 s bound
 WITHIN_S = NAMED_S + 45
 
@@ -44,6 +46,7 @@ def test_a_stopped_worker_is_named_with_its_phase_within_the_bound(tmp_path, rol
         r"during (\w+)", line
     )
     assert match, line
+    assert "no answer to 3 liveness checks in a row (2 s each" in line  # the run's bound
     worker_cls = RolloutWorker if group == "rollout" else TrainingWorker
     assert callable(getattr(worker_cls, match.group(2), None)), line  # a real phase, named
     assert "Traceback" not in err

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.trainer.cli_runs import SMALL_STEPS, overrides
 from tests.trainer.metric_rows import deterministic
 
 REPO = Path(__file__).resolve().parents[2]
@@ -42,11 +43,16 @@ def test_tiny_grpo_learns_in_ray_mode(tmp_path):
     assert (tmp_path / "short" / "hf" / "model.safetensors").is_file()
 
 
+# The comparisons below hold runs of the same small steps against each other: the same
+# metadata, the same numbers whatever the phase split or the data plane, at any batch size.
+THREE_SMALL = overrides("schedule.total_steps=3", *SMALL_STEPS)
+
+
 @pytest.fixture(scope="module")
 def three_steps(tmp_path_factory) -> list[dict]:
-    """The default tiny_grpo for 3 steps in Ray mode (2 FSDP ranks, the ray data plane): the
-    run the comparisons below hold others against (one Ray start for all of them)."""
-    return _train(tmp_path_factory.mktemp("ray3"), "ray", "-s", "schedule.total_steps=3")
+    """tiny_grpo for 3 small steps in Ray mode (2 FSDP ranks, the ray data plane): the run the
+    comparisons below hold others against (one Ray start for all of them)."""
+    return _train(tmp_path_factory.mktemp("ray3"), "ray", *THREE_SMALL)
 
 
 @pytest.mark.slow
@@ -54,7 +60,7 @@ def test_controller_bytes_per_sample_mean_the_same_in_both_modes(tmp_path, three
     """Same recipe, same definition: Ray mode (2 ranks) and --local (1 rank) meter the same
     metadata; the weights are a reference in both. Ray mode sends the per-rank arguments and
     collects the per-rank results twice, hence the tolerance."""
-    local_row = _train(tmp_path, "local", "-s", "schedule.total_steps=3", "--local")[-1]
+    local_row = _train(tmp_path, "local", *THREE_SMALL, "--local")[-1]
     per_sample = [r["perf/controller_bytes_per_sample"] for r in (three_steps[-1], local_row)]
     assert max(per_sample) <= 1024, per_sample
     assert abs(per_sample[0] - per_sample[1]) <= 0.25 * per_sample[1], per_sample
@@ -65,8 +71,7 @@ def test_advantages_in_the_update_change_no_number_on_two_ranks(tmp_path, three_
     """The default folds the advantage phase into the actor update (its shard holds whole
     groups, tests/trainer/test_advantages_in_update.py); on 2 FSDP ranks with a separate
     phase on the same shards every metric is the same, bit for bit."""
-    phase = _train(tmp_path, "phase", "-s", "schedule.total_steps=3",
-                   "-s", 'engines.train.advantage_pass="always"')
+    phase = _train(tmp_path, "phase", *THREE_SMALL, "-s", 'engines.train.advantage_pass="always"')
     assert all("timing_s/adv" not in r for r in three_steps)
     assert all("timing_s/adv" in r for r in phase)
     assert deterministic(three_steps) == deterministic(phase)
@@ -74,9 +79,7 @@ def test_advantages_in_the_update_change_no_number_on_two_ranks(tmp_path, three_
 
 @pytest.mark.slow
 def test_transferqueue_data_plane_runs_the_same_steps(tmp_path, three_steps):
-    tq_rows = _train(
-        tmp_path, "tq", "-s", "schedule.total_steps=3", "-s", 'data_plane.backend="transferqueue"'
-    )
+    tq_rows = _train(tmp_path, "tq", *THREE_SMALL, "-s", 'data_plane.backend="transferqueue"')
     # The data plane is an engine choice: it must not change the math.
     for key in ("critic/score/mean", "actor/pg_loss"):
         assert [r[key] for r in tq_rows] == [r[key] for r in three_steps], key

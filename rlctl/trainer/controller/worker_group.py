@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 
 from rlctl.plugin_parity import PluginPin
 from rlctl.protocol.refs import is_reference
-from rlctl.trainer.controller.heartbeat import Heartbeat
+from rlctl.trainer.controller.heartbeat import DEFAULT_BOUND_S, Heartbeat
 from rlctl.trainer.worker.contract import Worker
 
 R = TypeVar("R")
@@ -296,7 +296,7 @@ class RayWorkerGroup(WorkerGroup):
         meter: TrafficMeter,
         *,
         actor_options: Sequence[dict[str, Any]] | None = None,
-        timeout: float = DEFAULT_TIMEOUT_S,
+        timeout: float = DEFAULT_TIMEOUT_S, liveness_timeout: float = DEFAULT_BOUND_S,
     ) -> None:
         """``actor_options``: per rank, where Ray puts it (a placement-group bundle and the
         resources it takes there; :mod:`rlctl.run.placement`); none: anywhere, no resources."""
@@ -318,7 +318,7 @@ class RayWorkerGroup(WorkerGroup):
         self.nodes = [kw["placed"].node_address if kw.get("placed") is not None else None
                       for kw in init_kwargs]
         self.stopped: set[int] = set()  # ranks that failed a liveness check: not waited for again
-        self.heartbeat = Heartbeat(lambda rank: self._method(rank, "pid").remote())
+        self.heartbeat = Heartbeat(lambda r: self._method(r, "pid").remote(), liveness_timeout)
 
     def submit(
         self, method: Callable[..., Any], per_rank: Sequence[dict[str, Any]],
@@ -477,7 +477,7 @@ def start_worker_group(
     *,
     in_process: bool,
     start_timeout: float,
-    timeout: float,
+    timeout: float, liveness_timeout: float = DEFAULT_BOUND_S,
     plugins: Sequence[PluginPin] = (),
     actor_options: Sequence[dict[str, Any]] | None = None,
 ) -> WorkerGroup:
@@ -491,7 +491,7 @@ def start_worker_group(
                                  timeout=timeout)
     else:
         group = RayWorkerGroup(name, worker_cls, init_kwargs, meter, timeout=timeout,
-                               actor_options=actor_options)
+                               liveness_timeout=liveness_timeout, actor_options=actor_options)
     try:
         group.start(worker_cls, start_timeout, plugins)
     except BaseException:
