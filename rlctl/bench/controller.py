@@ -184,7 +184,7 @@ def run_step(
              for w, c in enumerate(chunks)]
     batch = buffer.sample(PARTITION, step, timeout=cfg.timeout_s)
     sampled = time.perf_counter()
-    lengths = [int(t["seq_len"]) for t in batch.tags]
+    lengths = list(map(int, batch.tag_values("seq_len")))
     uids_of = batch.tag_values("uid")
     t_part, c_part = time.perf_counter(), time.thread_time()
     parts = balanced_group_partition(uids_of, lengths, ranks)

@@ -217,7 +217,7 @@ class Trainer:
         data-parallel rank; otherwise samples are balanced one by one.
         """
         groups = max(self.dp_ranks) + 1
-        lengths = [int(t["seq_len"]) for t in batch.tags]
+        lengths = list(map(int, batch.tag_values("seq_len")))
         if self.plan.whole_groups:
             parts = balanced_group_partition(batch.tag_values("uid"), lengths, groups)
             if not all(parts):  # a plan that needs whole groups checked there are enough
@@ -231,7 +231,7 @@ class Trainer:
     def group_shards(self, batch: KVBatchMeta) -> list[KVBatchMeta]:
         """Group-aware split: every sample of a uid on one rank (group-relative estimators),
         the same split :meth:`balance` makes when the update computes the advantages."""
-        lengths = [int(t["seq_len"]) for t in batch.tags]
+        lengths = list(map(int, batch.tag_values("seq_len")))
         parts = balanced_group_partition(batch.tag_values("uid"), lengths, self.train.world_size)
         return [batch.select(p) for p in parts]
 
