@@ -53,7 +53,11 @@ from rlctl.bench.put_load import PutLoadConfig, run_put_load
 from rlctl.dataplane import ReplayBuffer, open_data_plane
 from rlctl.dataplane.contract import TagChanges
 from rlctl.protocol.kv import KVBatchMeta, make_key, new_uid
-from rlctl.trainer.controller.balance import balanced_equal_partition, balanced_group_partition
+from rlctl.trainer.controller.balance import (
+    balanced_equal_partition,
+    balanced_group_partition,
+    seq_lengths,
+)
 
 PARTITION = "train"
 STANDIN_TIMEOUT_S = 3600.0  # one stand-in's share of a 1M step, at worst
@@ -184,7 +188,7 @@ def run_step(
              for w, c in enumerate(chunks)]
     batch = buffer.sample(PARTITION, step, timeout=cfg.timeout_s)
     sampled = time.perf_counter()
-    lengths = [int(t["seq_len"]) for t in batch.tags]
+    lengths = seq_lengths(batch)
     uids_of = batch.tag_values("uid")
     t_part, c_part = time.perf_counter(), time.thread_time()
     parts = balanced_group_partition(uids_of, lengths, ranks)

@@ -11,6 +11,7 @@ prompt's group (``[0, n)``), ``index`` numbers the outputs one session emits (``
 
 from __future__ import annotations
 
+import operator
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -92,10 +93,11 @@ class KVBatchMeta:
 
     def tag_values(self, name: str) -> list[Any]:
         """The value of tag ``name`` for every key; a key without it is an error."""
-        missing = [k for k, t in self if name not in t]
-        if missing:
-            raise KeyError(f"tag {name!r} is missing on {len(missing)} key(s), e.g. {missing[:3]}")
-        return [t[name] for t in self.tags]
+        try:  # one pass in C: at a million samples each tag dict read is a cache miss
+            return list(map(operator.itemgetter(name), self.tags))
+        except KeyError:
+            missing = [k for k, t in self if name not in t]
+        raise KeyError(f"tag {name!r} is missing on {len(missing)} key(s), e.g. {missing[:3]}")
 
     # ------------------------------------------------------------------ split
     @staticmethod

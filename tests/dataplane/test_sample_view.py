@@ -126,3 +126,27 @@ def test_a_snapshot_recounts_multi_output_sessions_and_failures():
     assert list(state.meta("train", step).keys) == [keys[1], make_key("ub", 1, 0)]
     state.apply(TagChanges(10, {}, (keys[1],)))
     assert PartitionState.missing(step) == {"ub": (1, 2)}
+
+
+def test_a_steps_uid_tags_are_one_string_per_uid():
+    """Tags that arrived put by put each bring their own copy of the uid; the sampled batch
+    holds the uid the step added, once per uid (grouping compares pointers), and a tag that
+    is not the key's uid (or not a plain str) is left as it came."""
+    import pickle
+
+    class Uid(str):
+        pass
+
+    state = PartitionState()
+    uid = pickle.loads(pickle.dumps("ua"))  # an object of its own, as an added uid is
+    state.expect(uid, 3, 0)
+    copies = [pickle.loads(pickle.dumps("ua")) for _ in range(3)]
+    assert all(c == uid and c is not uid for c in copies)
+    tags = [{"uid": copies[0], "status": "success"}, {"uid": "ub", "status": "success"},
+            {"uid": Uid("ua"), "status": "success"}]
+    for v, (s, t) in enumerate(zip(range(3), tags, strict=True), start=1):
+        state.apply(TagChanges(v, {make_key("ua", s, 0): t}))
+    batch = state.meta("train", state.steps[0])
+    got = batch.tag_values("uid")
+    assert got == ["ua", "ub", "ua"]
+    assert got[0] is uid and got[1] == "ub" and type(got[2]) is Uid

@@ -177,3 +177,31 @@ def test_bad_lengths_are_refused():
         balanced_group_partition(["a", "b"], [1], 2)
     with pytest.raises(TypeError, match="numbers"):
         balanced_equal_partition(["long", "short"], 2)
+
+
+def test_group_numbers_follow_runs_of_any_objects():
+    """The split numbers groups by runs of equal neighbours: the same result (the plain
+    greedy's) whether a group's items are one object or equal copies, and whether its items
+    are together (as a sampled step lists them) or split over several runs."""
+    import itertools
+    import pickle
+    import random
+
+    rng = random.Random(7)
+    uids = [f"u{g:04d}" for g in range(600)]
+    for case in range(3):
+        sizes = [rng.choice([1, 4, 8]) for _ in uids]
+        groups = [u for u, n in zip(uids, sizes, strict=True) for _ in range(n)]
+        if case >= 1:  # equal copies, each its own object (tags put one at a time)
+            groups = [pickle.loads(pickle.dumps(g)) for g in groups]
+        if case == 2:  # a group's items split over runs: shuffled in blocks of up to 3
+            cuts = [0]
+            while cuts[-1] < len(groups):
+                cuts.append(cuts[-1] + rng.randint(1, 3))
+            blocks = [groups[a:b] for a, b in itertools.pairwise(cuts)]
+            rng.shuffle(blocks)
+            groups = [g for b in blocks for g in b]
+        lengths = [rng.randint(1, 4096) for _ in groups]
+        for parts in (1, 7, 64):
+            assert balanced_group_partition(groups, lengths, parts) == _greedy_group(
+                groups, lengths, parts)

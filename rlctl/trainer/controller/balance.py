@@ -24,8 +24,17 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from rlctl.protocol.kv import KVBatchMeta
+
 RUN_MIN = 48  # equal lengths placed at once from this many on; fewer go through the heap
 LEVEL_MIN = 8  # a level of fewer parts than this: the rest of its block goes through the heap
+
+
+def seq_lengths(batch: KVBatchMeta) -> np.ndarray:
+    """The ``seq_len`` tag of every sample, as int64 ``[len(batch)]`` (what both splits
+    weigh by). Read straight into the array: at a million samples each tag's int object is a
+    cache miss, paid once here rather than again when a split converts a list."""
+    return np.fromiter(map(int, batch.tag_values("seq_len")), dtype=np.int64, count=len(batch))
 
 
 def balanced_equal_partition(lengths: Sequence[int], parts: int) -> list[list[int]]:
@@ -191,15 +200,12 @@ def balanced_group_partition(
         raise ValueError(f"{len(groups)} groups but {len(lens)} lengths")
     if not len(groups):
         return [[] for _ in range(parts)]
-    numbering = dict.fromkeys(groups)  # first appearance order: a group's number orders its
-    for number, g in enumerate(numbering):  # first index
-        numbering[g] = number
-    ids = np.fromiter(map(numbering.__getitem__, groups), dtype=np.int64, count=len(groups))
-    sizes = np.bincount(ids, minlength=len(numbering))
+    ids, count = _group_numbers(groups)
+    sizes = np.bincount(ids, minlength=count)
     # Summed in index order, like the plain greedy's running sums (exact for ints < 2**53).
-    group_loads = np.bincount(ids, weights=lens, minlength=len(numbering)).astype(lens.dtype)
-    order = np.lexsort((np.arange(len(numbering)), -group_loads, -sizes))
-    part_of_group = np.empty(len(numbering), dtype=np.int64)
+    group_loads = np.bincount(ids, weights=lens, minlength=count).astype(lens.dtype)
+    order = np.lexsort((np.arange(count), -group_loads, -sizes))
+    part_of_group = np.empty(count, dtype=np.int64)
     counts = np.zeros(parts, dtype=np.int64)
     loads = np.zeros(parts, dtype=lens.dtype)
     sorted_sizes = sizes[order]
@@ -209,6 +215,28 @@ def balanced_group_partition(
         _place_block(block, int(sorted_sizes[start]), group_loads[block], counts, loads,
                      part_of_group)
     return _members(part_of_group[ids], parts)
+
+
+def _group_numbers(groups: Sequence[str]) -> tuple[np.ndarray, int]:
+    """Each item's group number (int64, ``[len(groups)]``), groups numbered in order of first
+    appearance (a group's number orders its first index), and how many groups there are.
+
+    A step's batch lists a group's samples one after another (the ReplayBuffer orders them by
+    uid and hands one string object per uid), so only the first item of each run of equal
+    groups is looked up in a dict: at a million samples, hashing every item cost most of the
+    split. Neighbours are compared by one numpy comparison of the items (a pointer test where
+    they are the same object). Any order gives the same numbers; a group split over several
+    runs is looked up once per run.
+    """
+    items = np.fromiter(groups, dtype=object, count=len(groups))  # [n] the group objects
+    heads = np.flatnonzero(np.r_[True, items[1:] != items[:-1]])  # [runs] where a run starts
+    head_groups = items[heads].tolist()
+    numbering = dict.fromkeys(head_groups)  # first appearance order
+    for number, group in enumerate(numbering):
+        numbering[group] = number
+    run_numbers = np.fromiter(map(numbering.__getitem__, head_groups), dtype=np.int64,
+                              count=len(heads))
+    return np.repeat(run_numbers, np.diff(np.r_[heads, len(items)])), len(numbering)
 
 
 def _place_block(

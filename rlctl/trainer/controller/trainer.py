@@ -17,7 +17,11 @@ from rlctl.config.derived import Derived
 from rlctl.config.recipe import Recipe
 from rlctl.protocol.kv import KVBatchMeta
 from rlctl.trainer import metric_reduce as mr
-from rlctl.trainer.controller.balance import balanced_equal_partition, balanced_group_partition
+from rlctl.trainer.controller.balance import (
+    balanced_equal_partition,
+    balanced_group_partition,
+    seq_lengths,
+)
 from rlctl.trainer.controller.producer import RolloutProducer
 from rlctl.trainer.controller.step_timer import StepTimer
 from rlctl.trainer.controller.worker_group import TrafficMeter, WorkerGroup
@@ -217,7 +221,7 @@ class Trainer:
         data-parallel rank; otherwise samples are balanced one by one.
         """
         groups = max(self.dp_ranks) + 1
-        lengths = [int(t["seq_len"]) for t in batch.tags]
+        lengths = seq_lengths(batch)
         if self.plan.whole_groups:
             parts = balanced_group_partition(batch.tag_values("uid"), lengths, groups)
             if not all(parts):  # a plan that needs whole groups checked there are enough
@@ -231,7 +235,7 @@ class Trainer:
     def group_shards(self, batch: KVBatchMeta) -> list[KVBatchMeta]:
         """Group-aware split: every sample of a uid on one rank (group-relative estimators),
         the same split :meth:`balance` makes when the update computes the advantages."""
-        lengths = [int(t["seq_len"]) for t in batch.tags]
+        lengths = seq_lengths(batch)
         parts = balanced_group_partition(batch.tag_values("uid"), lengths, self.train.world_size)
         return [batch.select(p) for p in parts]
 
