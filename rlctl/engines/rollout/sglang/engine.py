@@ -81,9 +81,16 @@ class SGLangRolloutEngine(ServerRolloutEngine):
         # (``default`` unless started with --weight-version); later versions are str(version).
         self._initial_labels: dict[str, str] = {}
         self._vocab_size: int | None = None  # of the checkpoint we serve (None when attached)
-        if spec.lora_adapters is not None and not spec.device.startswith("cuda"):
+        if spec.lora_adapters is not None and not self.servers_load_adapters():
             raise ValueError(f"[engines.rollout] lora_sync = \"adapter\": {CPU_NO_ADAPTERS}; "
                              "set lora_sync = \"merged\" (full weights, which it loads)")
+
+    def servers_load_adapters(self) -> bool:
+        """Whether the servers this engine starts can load LoRA adapters: on CUDA only, SGLang's
+        CPU build cannot (:data:`~rlctl.engines.rollout.sglang.server.CPU_NO_ADAPTERS`).
+        (rlctl's tests override it for a CPU server started under their test-only shim,
+        ``tests/engines/rollout/sglang/shim``, which removes that one blocker.)"""
+        return self.spec.device.startswith("cuda")
 
     # ------------------------------------------------------------------ servers
     def server_command(self, index: int, model_dir: str) -> ServerCommand:

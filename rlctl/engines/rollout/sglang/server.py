@@ -48,8 +48,9 @@ def sglang_server_command(
     port: int | None = None,
 ) -> ServerCommand:
     """The command that starts one SGLang server for ``model`` (a local checkpoint directory);
-    ``lora``: the run's ``[model.lora]`` when the sync loads adapters (CUDA only: room for
-    adapters of its rank on its modules, two per batch while a sync swaps versions);
+    ``lora``: the run's ``[model.lora]`` when the sync loads adapters (room for adapters of
+    its rank on its modules, two per batch while a sync swaps versions; on CPU SGLang's
+    ``torch_native`` LoRA backend, but its CPU build loads none: :data:`CPU_NO_ADAPTERS`);
     ``memory_saver``: able to release its memory, the weights backed up in CPU memory (CUDA
     only: the release crashes the CPU server)."""
     port = free_port() if port is None else port
@@ -101,6 +102,8 @@ def sglang_server_command(
                    else sorted({m.rsplit(".", 1)[-1] for m in lora.target_modules}))
         argv += ["--enable-lora", "--max-lora-rank", str(lora.rank),
                  "--lora-target-modules", *targets, "--max-loras-per-batch", "2"]
+        if on_cpu:  # the default (csgmv) and the other LoRA backends are Triton kernels
+            argv += ["--lora-backend", "torch_native"]
     argv += list(options.extra_args)
     # Log-probs of the temperature-scaled distribution tokens are drawn from (the trainer's
     # log_softmax(logits / T)): SGLang's default, pinned here against an inherited setting

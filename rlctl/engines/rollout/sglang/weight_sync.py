@@ -31,7 +31,8 @@ with ``POST /load_lora_adapter`` under the name ``rlctl-lora-v<version>``, the e
 name it from then on (``lora_path``), and the previous version is unloaded. The base weights,
 and so the servers' ``weight_version``, do not change: the adapter's name carries the version.
 SGLang 0.5's LoRA layers pin host memory, which needs CUDA: its CPU build cannot load adapters
-(the recipe check refuses ``lora_sync = "adapter"`` there; ``merged`` works).
+(the recipe check refuses ``lora_sync = "adapter"`` there; ``merged`` works; rlctl's tests run
+this path on CPU under a test-only shim that stops the pinning, docs/sglang.md).
 
 Options: ``[engines.rollout.weight_sync_options]``
 (:class:`~rlctl.engines.rollout.sglang.options.SGLangWeightSyncOptions`). The sync owns its

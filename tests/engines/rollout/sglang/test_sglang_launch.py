@@ -18,6 +18,7 @@ import pydantic
 import pytest
 import torch
 
+from rlctl.config.lora import LoRASection
 from rlctl.config.pipeline import validate_recipe
 from rlctl.engines.rollout.buckets import buckets, with_last
 from rlctl.engines.rollout.contract import RolloutEngineSpec
@@ -63,6 +64,17 @@ def test_command_line_on_cpu_and_gpu():
         and gpu.argv[0] == sys.executable
         and gpu.unset_env == ()
     )
+
+
+def test_lora_command_line_takes_the_torch_native_lora_backend_on_cpu():
+    lora = LoRASection(rank=8, alpha=16.0, target_modules=["self_attn.q_proj", "mlp.up_proj"])
+    opts = SGLangOptions(python=sys.executable)
+    kwargs = {"model": "/nonexistent-model", "dtype": "float32", "seed": 7, "lora": lora}
+    argv = " ".join(sglang_server_command("sglang[0]", opts, device="cpu", **kwargs).argv)
+    assert ("--enable-lora --max-lora-rank 8 --lora-target-modules q_proj up_proj "
+            "--max-loras-per-batch 2 --lora-backend torch_native") in argv
+    gpu = sglang_server_command("sglang[0]", opts, device="cuda", **kwargs).argv
+    assert "--enable-lora" in gpu and "--lora-backend" not in gpu  # SGLang's default kernels
 
 
 def test_engine_starts_its_servers_at_weight_version_0():
