@@ -119,7 +119,9 @@ def _merge_tags(
             all_tags[key] = dict(tag) if tag else {}
             stamped.append(key)
         elif tag:
-            merged.update(tag)
+            # A new dict, never an update in place: changes() answers with the dicts held
+            # here (no copy), and an answer must stay as it was (TagChanges).
+            all_tags[key] = {**merged, **tag}
             stamped.append(key)
     return stamped
 
@@ -235,7 +237,7 @@ class KeyIndex:
                 break
             removed.append(key)
         tags = part.tags
-        changed = {key: dict(tags[key]) for key in reversed(recent)}
+        changed = {key: tags[key] for key in reversed(recent)}  # shared: never changed here
         return TagChanges(part.version, changed, tuple(reversed(removed)))
 
     def locate(self, partition_id: str, keys: Sequence[str], fields: Sequence[str]) -> Located:

@@ -10,14 +10,15 @@ a step is ready is known in O(1) after any change: a step of N samples costs O(N
 puts arrive. (One object per uid, not a table per concern: at a million samples every object
 a change touches is a cache miss; applying a million changes in random order took 3.6 us a
 key with four tables per uid and takes 3.0 with one object, 1.4 and 0.8 at 1k.) A sampled
-step's batch holds the tag dicts the plane's answers brought, not copies.
+step's batch holds the tag dicts the plane's answers brought (read-only), not copies.
 
-A ``uid`` tag equal to its key's uid is replaced by the uid's one string object (the uid
-the step added). Tags that arrived one put at a time each brought their own copy of it,
-scattered over the heap in arrival order; with one object per uid a sampled step's uids are
-grouped by a pointer test (``balanced_group_partition``), pickle the uid once per group, and
-seven of a group's eight copies are freed. At a million samples this took the split over
-1,024 ranks from 1.8 s to well under a second.
+A ``uid`` tag equal to its key's uid is replaced by the uid's one string object (the uid the
+step added; an equal value, which the read-only answers of the plane allow). Tags that arrived
+one put at a time each brought their own copy of it, scattered over the heap in arrival order;
+with one object per uid a sampled step's uids are grouped by a pointer test
+(``balanced_group_partition``), pickle the uid once per group, and seven of a group's eight
+copies are freed. At a million samples this took the split over 1,024 ranks from 1.8 s to well
+under a second.
 
 Keys that do not parse as ``{uid}_{session}_{index}`` (prompt markers keyed by their bare
 uid) are not samples and are skipped. Pure bookkeeping: no locking, no I/O.
@@ -237,8 +238,8 @@ class PartitionState:
     # ------------------------------------------------------------------ answers
     def meta(self, partition: str, step: Step) -> KVBatchMeta:
         """Every output key of the step's uids: by uid (as added), session, index. The batch
-        holds the state's own tag dicts (the plane's copies, never changed here but for the
-        ``uid`` tag's object: an output put again gets a new dict), not copies of them."""
+        holds the state's own tag dicts (the plane's read-only answers, never changed here but
+        for the ``uid`` tag's object: an output put again gets a new dict), not copies."""
         keys: list[str] = []
         tags: list[dict[str, Any]] = []
         for samples in step.uids.values():

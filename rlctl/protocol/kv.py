@@ -143,7 +143,7 @@ class KVBatchMeta:
     ) -> KVBatchMeta:
         """A batch that holds the dicts of ``tags`` themselves, not copies, for a caller that
         hands them over and changes them no more (the ReplayBuffer hands over the tags its
-        plane copied for it): at a million samples the copy costs a second and 300 MB.
+        plane answered it with): at a million samples the copy costs a second and 300 MB.
         Checked like any batch: one dict per key, no key twice, a partition id."""
         keys, tags = tuple(keys), tuple(tags)
         if len(tags) != len(keys):

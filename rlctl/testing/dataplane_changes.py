@@ -110,6 +110,19 @@ class ListingChangesContract:
         assert same.version == changes.version
         assert same.complete or (same.changed == {} and same.removed == ())
 
+    def test_an_answer_stays_as_it_was_after_later_changes(self, plane, partition):
+        keys = _keys(2)
+        plane.kv_batch_put(keys, partition, tags=[{"status": "running", "n": 1}] * 2)
+        first = plane.kv_watch_changes(partition, -1, 0)
+        plane.kv_put(keys[0], partition, tag={"status": "success"})
+        plane.kv_batch_put(keys[1:], partition, tags=[{"n": 2}])
+        second = plane.kv_watch_changes(partition, first.version, 0)
+        # a plane may share its dicts with an answer, never change them afterwards
+        assert first.changed == {k: {"status": "running", "n": 1} for k in keys}
+        assert second.changed[keys[0]] == {"status": "success", "n": 1}
+        assert second.changed[keys[1]] == {"status": "running", "n": 2}
+        assert plane.kv_list(partition)[keys[0]] == {"status": "success", "n": 1}
+
     def test_watch_changes_waits_for_a_change_and_times_out(self, plane, partition):
         keys = _keys(2)
         plane.kv_put(keys[0], partition, tag={"status": "running"})
