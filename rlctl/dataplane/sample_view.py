@@ -44,23 +44,35 @@ class Step:
         self.failures: dict[str, str] = {}  # uid -> "key: error" of its first failed output
 
 
+ORDER_SHIFT = 64
+"""An output's place among its uid's outputs is one int, ``session << ORDER_SHIFT | index``
+(an output index past 2**64 would sort with the next session's; no writer comes near it)."""
+
+
 class UidSamples(dict):
     """One uid, in one object: the mapping itself holds its outputs in the partition (key ->
-    ``(session, index, key, tags)``, so ordering them needs no parsing and no other table),
-    and its slots say which sessions are done, which outputs failed and which step waits for
-    it. A change reaches everything through this one object (a cache miss at a million
-    samples each extra table would cost again).
+    tags) and :attr:`order` each output's place (key -> ``session << ORDER_SHIFT | index``,
+    so ordering them needs no parsing), and its slots say which sessions are done, which
+    outputs failed and which step waits for it. A change reaches everything through this one
+    object (a cache miss at a million samples each extra table would cost again).
+
+    Why the place is not kept with the tags in a ``(session, index, key, tags)`` tuple, as it
+    was: a tuple holding a dict stays tracked by the garbage collector for life, so a million
+    outputs were a million more objects every full collection walked, and their allocation
+    triggered the collections in the controller's thread (1.5 us a sample at 1M). Ints and
+    the tag dicts of str/int values are not tracked at all.
 
     A session is done once one of its outputs is terminal: :attr:`done` has bit ``session``
     set for each done session and :attr:`extra` counts a session's terminal outputs past the
     first (a multi-output session), so removing one keeps the others' count exact.
     """
 
-    __slots__ = ("complete", "done", "extra", "failed", "step", "uid", "want")
+    __slots__ = ("complete", "done", "extra", "failed", "order", "step", "uid", "want")
 
     def __init__(self, uid: str) -> None:
         super().__init__()
         self.uid = uid
+        self.order: dict[str, int] = {}  # key -> session << ORDER_SHIFT | index
         self.done = 0  # bit s: session s has a terminal output
         self.extra: dict[int, int] | None = None  # session -> terminal outputs past the first
         self.failed: dict[str, str] | None = None  # key -> "key: error", in the order seen
@@ -71,8 +83,9 @@ class UidSamples(dict):
     def put(self, key: str, session: int, index: int, tags: dict[str, Any]) -> None:
         old = self.get(key)
         if old is not None:
-            self._unmark(old)
-        self[key] = (session, index, key, tags)
+            self._unmark(key, old)
+        self[key] = tags
+        self.order[key] = session << ORDER_SHIFT | index
         uid = tags.get("uid")
         if type(uid) is str and uid == self.uid:  # (a str subclass keeps its own type)
             tags["uid"] = self.uid  # one string object per uid (see the module docstring)
@@ -94,13 +107,14 @@ class UidSamples(dict):
     def drop(self, key: str) -> None:
         old = self.pop(key, None)
         if old is not None:
-            self._unmark(old)
+            self._unmark(key, old)
+            del self.order[key]
 
-    def _unmark(self, entry: tuple[int, int, str, dict[str, Any]]) -> None:
-        """Undo what ``entry``'s status counted (it is leaving or being replaced)."""
-        session, _, key, tags = entry
+    def _unmark(self, key: str, tags: dict[str, Any]) -> None:
+        """Undo what output ``key``'s ``tags`` counted (it is leaving or being replaced)."""
         if tags.get("status") not in TERMINAL_STATUSES:
             return
+        session = self.order[key] >> ORDER_SHIFT
         extra = self.extra
         if extra and session in extra:
             if extra[session] > 1:
@@ -115,6 +129,7 @@ class UidSamples(dict):
     def reset(self) -> None:
         """No outputs (a snapshot follows)."""
         self.clear()
+        self.order = {}
         self.done, self.extra, self.failed = 0, None, None
 
     def sessions_done(self) -> int:
@@ -134,9 +149,10 @@ class UidSamples(dict):
         elif step.failures:
             step.failures.pop(self.uid, None)
 
-    def ordered(self) -> list[tuple[int, int, str, dict[str, Any]]]:
-        """Every output, by session, then index (then key: "1" and "01" parse alike)."""
-        return sorted(self.values())
+    def ordered(self) -> list[str]:
+        """Every output's key, by session, then index (then key: "1" and "01" parse alike)."""
+        order = self.order  # by key first, then a stable sort by place: no tuple per key
+        return sorted(sorted(order), key=order.__getitem__)
 
 
 class PartitionState:
@@ -243,9 +259,9 @@ class PartitionState:
         keys: list[str] = []
         tags: list[dict[str, Any]] = []
         for samples in step.uids.values():
-            for _, _, key, tag in samples.ordered():
+            for key in samples.ordered():
                 keys.append(key)
-                tags.append(tag)
+                tags.append(samples[key])
         return KVBatchMeta.shared(tuple(keys), partition, tuple(tags))
 
     @staticmethod
