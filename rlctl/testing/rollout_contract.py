@@ -75,6 +75,26 @@ def trainer_log_probs(
     return want[0]
 
 
+def trained_adapter(recipe: Any, seed: int) -> Any:
+    """LoRA adapters (``recipe.model.lora``) on ``recipe.model`` with every matrix drawn from
+    ``seed``, as an ``AdapterWeights`` to sync: B is not zero, so the adapter changes the
+    model (a fresh adapter's B is, and would test nothing). For LoRA parity tests: sync it to
+    the engine under test and to :func:`hf_reference`'s ``update_adapter``, then compare."""
+    from rlctl.models.loading import load_causal_lm
+    from rlctl.models.lora import AdapterWeights, adapter_state, add_adapters, config_dict
+
+    lm = load_causal_lm(recipe.model, seed=0)
+    peft = add_adapters(lm, recipe.model.lora, seed=seed)
+    gen = torch.Generator().manual_seed(seed)
+    trained = {}
+    with torch.no_grad():
+        for name, p in lm.named_parameters():
+            if p.requires_grad:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.1)
+                trained[name] = p.detach().clone()
+    return AdapterWeights(adapter_state(peft, trained), config_dict(peft))
+
+
 class RolloutEngineParity:
     """Greedy tokens equal ``hf``'s; log-probs equal the trainer's, greedy and sampled."""
 

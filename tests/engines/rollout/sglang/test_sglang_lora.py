@@ -30,7 +30,12 @@ from rlctl.engines.rollout.sglang.engine import SGLangRolloutEngine
 from rlctl.engines.rollout.sglang.weight_sync import SGLangWeightSync
 from rlctl.models.loading import load_causal_lm
 from rlctl.models.lora import AdapterWeights, adapter_state, add_adapters, config_dict, merged_state
-from rlctl.testing.rollout_contract import greedy, hf_reference, trainer_log_probs
+from rlctl.testing.rollout_contract import (
+    greedy,
+    hf_reference,
+    trained_adapter,
+    trainer_log_probs,
+)
 from rlctl.testing.server_checkpoint import PARITY_PROMPTS, save_server_checkpoint
 from tests.engines.rollout.sglang.sglang_env import SGLANG_PYTHON, requires_sglang_env, tiny_recipe
 
@@ -47,21 +52,6 @@ class ShimmedSGLangRolloutEngine(SGLangRolloutEngine):
 
     def servers_load_adapters(self) -> bool:
         return True
-
-
-def trained_adapter(recipe: Recipe, seed: int) -> AdapterWeights:
-    """Adapters on the checkpoint's model with every matrix drawn from ``seed`` (B is not zero:
-    the adapter changes the model)."""
-    lm = load_causal_lm(recipe.model, seed=0)
-    peft = add_adapters(lm, recipe.model.lora, seed=seed)
-    gen = torch.Generator().manual_seed(seed)
-    trained = {}
-    with torch.no_grad():
-        for name, p in lm.named_parameters():
-            if p.requires_grad:
-                p.copy_(torch.randn(p.shape, generator=gen) * 0.1)
-                trained[name] = p.detach().clone()
-    return AdapterWeights(adapter_state(peft, trained), config_dict(peft))
 
 
 def max_log_prob_diff(hf, gens, sampled, version: int) -> float:  # type: ignore[no-untyped-def]

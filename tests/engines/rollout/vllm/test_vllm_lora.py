@@ -21,9 +21,12 @@ from rlctl.config.recipe import Recipe
 from rlctl.engines.rollout.contract import RolloutEngineSpec
 from rlctl.engines.rollout.vllm.engine import VLLMRolloutEngine
 from rlctl.engines.rollout.vllm.weight_sync import VLLMWeightSync
-from rlctl.models.loading import load_causal_lm
-from rlctl.models.lora import AdapterWeights, adapter_state, add_adapters, config_dict
-from rlctl.testing.rollout_contract import greedy, hf_reference, trainer_log_probs
+from rlctl.testing.rollout_contract import (
+    greedy,
+    hf_reference,
+    trained_adapter,
+    trainer_log_probs,
+)
 from rlctl.testing.server_checkpoint import PARITY_PROMPTS, save_server_checkpoint
 from tests.engines.rollout.vllm.vllm_env import VLLM_PYTHON, requires_vllm_env, tiny_recipe
 
@@ -38,21 +41,6 @@ def lora_recipe(checkpoint: Path) -> Recipe:
                        startup_timeout_s=240).model_dump(by_alias=True)
     data["model"]["lora"] = LORA
     return Recipe.model_validate(data)
-
-
-def trained_adapter(recipe: Recipe, seed: int) -> AdapterWeights:
-    """Adapters on the checkpoint's model with every matrix drawn from ``seed`` (a trained
-    adapter changes the model: B is not zero)."""
-    lm = load_causal_lm(recipe.model, seed=0)
-    peft = add_adapters(lm, recipe.model.lora, seed=seed)
-    gen = torch.Generator().manual_seed(seed)
-    trained = {}
-    with torch.no_grad():
-        for name, p in lm.named_parameters():
-            if p.requires_grad:
-                p.copy_(torch.randn(p.shape, generator=gen) * 0.1)
-                trained[name] = p.detach().clone()
-    return AdapterWeights(adapter_state(peft, trained), config_dict(peft))
 
 
 @pytest.fixture(scope="module")
