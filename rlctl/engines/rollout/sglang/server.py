@@ -73,6 +73,35 @@ def sglang_server_command(
         # Each request's log is noise at RL request rates; errors are still logged.
         "--log-level-http", "warning",
     ]
+    argv += _device_args(options, on_cpu=on_cpu)
+    if options.max_model_len is not None:
+        argv += ["--context-length", str(options.max_model_len)]
+    if options.deterministic_inference:
+        argv.append("--enable-deterministic-inference")
+    if not options.enable_radix_cache:
+        argv.append("--disable-radix-cache")
+    if memory_saver:
+        argv += ["--enable-memory-saver", "--enable-weights-cpu-backup"]
+    if lora is not None:
+        argv += _lora_args(lora, on_cpu=on_cpu)
+    argv += list(options.extra_args)
+    # Log-probs of the temperature-scaled distribution tokens are drawn from (the trainer's
+    # log_softmax(logits / T)): SGLang's default, pinned here against an inherited setting
+    # that would make it return the T = 1 values.
+    env = {"SGLANG_RETURN_ORIGINAL_LOGPROB": "0"}
+    if on_cpu:
+        env["SGLANG_USE_CPU_ENGINE"] = "1"
+    env.update(options.env)
+    unset = PYTHON_ENV_VARS if foreign else ()
+    return ServerCommand(
+        name=name, argv=argv, port=port, env=env, unset_env=unset, health_path=HEALTH_PATH
+    )
+
+
+def _device_args(options: SGLangOptions, *, on_cpu: bool) -> list[str]:
+    """Attention backend, device, CUDA graphs and KV-cache size: on CPU the defaults are the
+    ones that run there (torch_native attention, no graphs, a bounded cache)."""
+    argv: list[str] = []
     attention = options.attention_backend or ("torch_native" if on_cpu else None)
     if attention is not None:
         argv += ["--attention-backend", attention]
@@ -89,30 +118,16 @@ def sglang_server_command(
     max_tokens = options.max_total_tokens or (CPU_MAX_TOTAL_TOKENS if on_cpu else None)
     if max_tokens is not None:
         argv += ["--max-total-tokens", str(max_tokens)]
-    if options.max_model_len is not None:
-        argv += ["--context-length", str(options.max_model_len)]
-    if options.deterministic_inference:
-        argv.append("--enable-deterministic-inference")
-    if not options.enable_radix_cache:
-        argv.append("--disable-radix-cache")
-    if memory_saver:
-        argv += ["--enable-memory-saver", "--enable-weights-cpu-backup"]
-    if lora is not None:
-        targets = (["all"] if lora.target_modules == ALL_LINEAR  # SGLang knows leaf names only
-                   else sorted({m.rsplit(".", 1)[-1] for m in lora.target_modules}))
-        argv += ["--enable-lora", "--max-lora-rank", str(lora.rank),
-                 "--lora-target-modules", *targets, "--max-loras-per-batch", "2"]
-        if on_cpu:  # the default (csgmv) and the other LoRA backends are Triton kernels
-            argv += ["--lora-backend", "torch_native"]
-    argv += list(options.extra_args)
-    # Log-probs of the temperature-scaled distribution tokens are drawn from (the trainer's
-    # log_softmax(logits / T)): SGLang's default, pinned here against an inherited setting
-    # that would make it return the T = 1 values.
-    env = {"SGLANG_RETURN_ORIGINAL_LOGPROB": "0"}
-    if on_cpu:
-        env["SGLANG_USE_CPU_ENGINE"] = "1"
-    env.update(options.env)
-    unset = PYTHON_ENV_VARS if foreign else ()
-    return ServerCommand(
-        name=name, argv=argv, port=port, env=env, unset_env=unset, health_path=HEALTH_PATH
-    )
+    return argv
+
+
+def _lora_args(lora: LoRASection, *, on_cpu: bool) -> list[str]:
+    """Room for adapters of the run's rank on its modules, two per batch while a sync swaps
+    versions."""
+    targets = (["all"] if lora.target_modules == ALL_LINEAR  # SGLang knows leaf names only
+               else sorted({m.rsplit(".", 1)[-1] for m in lora.target_modules}))
+    argv = ["--enable-lora", "--max-lora-rank", str(lora.rank),
+            "--lora-target-modules", *targets, "--max-loras-per-batch", "2"]
+    if on_cpu:  # the default (csgmv) and the other LoRA backends are Triton kernels
+        argv += ["--lora-backend", "torch_native"]
+    return argv
