@@ -103,8 +103,8 @@ class SafeFileSystemReader(FileSystemReader):
         except CheckpointError as exc:
             raise CheckpointDamaged(f"{self._reading or 'a shard'}: {exc}") from None
         except Exception as exc:  # noqa: BLE001 -- a torn or overwritten shard: name it
-            raise CheckpointDamaged(
-                f"{self._reading or 'a shard'} is damaged: {_reason(exc)}") from None
+            shard = self._reading or _file_of(exc) or "a shard"
+            raise CheckpointDamaged(f"{shard} is damaged: {_reason(exc)}") from None
 
     def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
         rank = kwargs.get("rank")
@@ -192,14 +192,32 @@ def _guarded(path: Path | str, run: Any) -> None:
         raise CheckpointDamaged(f"cannot load checkpoint {path}: {_reason(exc)}") from None
 
 
-def _reason(exc: BaseException) -> str:
-    """One line: the first rank's error inside a CheckpointException, else the error itself."""
+def _first_failure(exc: BaseException) -> BaseException:
+    """The first rank's error inside a CheckpointException (nested ones too), else ``exc``."""
     if isinstance(exc, CheckpointException):
         failures = getattr(exc, "failures", {}) or {}
         for failure in failures.values():
             inner = failure[0] if isinstance(failure, tuple) else failure
             if isinstance(inner, BaseException):
-                return _reason(inner)
+                return _first_failure(inner)
+    return exc
+
+
+def _file_of(exc: BaseException) -> str | None:
+    """The name of the file an OS error is about (a shard that is gone fails before the
+    reader knows which item it reads)."""
+    inner = _first_failure(exc)
+    filename = getattr(inner, "filename", None) if isinstance(inner, OSError) else None
+    return Path(filename).name if isinstance(filename, str) and filename else None
+
+
+def _reason(exc: BaseException) -> str:
+    """One line: the first rank's error inside a CheckpointException, else the error itself."""
+    exc = _first_failure(exc)
+    if isinstance(exc, OSError) and exc.filename and exc.strerror:
+        # The file's name, not its path: the caller names the directory, and a long path
+        # would push what went wrong past the line's cut.
+        return f"{type(exc).__name__}: {exc.strerror}: {Path(str(exc.filename)).name}"
     if isinstance(exc, pickle.UnpicklingError) and "weights_only" in str(exc):
         # torch's text advises weights_only=False, exactly what must not be done here
         return ("UnpicklingError: not the plain tensors and values a checkpoint holds "

@@ -122,7 +122,7 @@ def test_a_crafted_byte_item_does_not_run_its_command(tmp_path: Path) -> None:
          r"__0_0\.distcp is damaged"),
         (lambda p: _shard(p).write_bytes(b"\0" * _shard(p).stat().st_size),
          r"__0_0\.distcp is damaged"),
-        (lambda p: _shard(p).unlink(), r"damaged: FileNotFoundError: .*__0_0\.distcp"),
+        (lambda p: _shard(p).unlink(), r"__0_0\.distcp is damaged: FileNotFoundError"),
     ],
     ids=["index cut", "index gone", "shard cut", "shard zeroed", "shard gone"],
 )
