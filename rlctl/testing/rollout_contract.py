@@ -95,6 +95,45 @@ def trained_adapter(recipe: Any, seed: int) -> Any:
     return AdapterWeights(adapter_state(peft, trained), config_dict(peft))
 
 
+def max_log_prob_diff(hf: Any, gens: list[Generation], sampled: list[Generation],
+                      version: int) -> float:
+    """The largest |engine - trainer| log-prob over a greedy run (``gens``, scored at T = 1)
+    and a T = 0.8 one (``sampled``) of :data:`PARITY_PROMPTS`, each generated at
+    ``version``."""
+    worst = 0.0
+    for runs, temperature in ((gens, 1.0), (sampled, 0.8)):
+        for prompt, g in zip(PARITY_PROMPTS, runs, strict=True):
+            assert g.weight_version == version
+            want = trainer_log_probs(hf, prompt, g.token_ids, temperature)
+            worst = max(worst, float((torch.tensor(g.log_probs) - want).abs().max()))
+    return worst
+
+
+def check_adapter_sync(engine: Any, sync: Any, recipe: Any, hf: Any, version: int, *,
+                       before: list[list[int]], timeout_s: float) -> float:
+    """Sync :func:`trained_adapter` (seed ``version``) to an adapter-loading server engine
+    (vLLM's, SGLang's) and to ``hf``; check that the engine serves that version's adapter
+    alone, keeps only its files, and decodes ``hf``'s greedy tokens (not ``before``, the
+    base model's, at version 1). Returns :func:`max_log_prob_diff` for the caller's bound."""
+    adapter = trained_adapter(recipe, seed=version)
+    with engine.weight_update(timeout_s=timeout_s):
+        sync(adapter, engine, version)
+    hf.update_adapter(adapter, version)  # hf.model is now the trainer's adapted module
+    assert engine.adapter == f"rlctl-lora-v{version}"
+    (replica,) = engine.replicas
+    served = {m["id"] for m in engine.run(engine.get(replica, "/v1/models"))["data"]}
+    assert {"rlctl-lora-v1", "rlctl-lora-v2"} & served == {engine.adapter}
+    staged = sorted(p.name for p in (engine.workdir / "weights").iterdir())
+    assert staged == [f"adapter-v{version}"]  # the previous version's files are gone
+    gens = greedy(engine)
+    assert [g.token_ids for g in gens] == [g.token_ids for g in greedy(hf)]
+    if version == 1:
+        assert [g.token_ids for g in gens] != before  # the adapter changed the policy
+    sampled = engine.generate_batch(PARITY_PROMPTS, max_new_tokens=8, temperature=0.8,
+                                    seed=version)
+    return max_log_prob_diff(hf, gens, sampled, version)
+
+
 class RolloutEngineParity:
     """Greedy tokens equal ``hf``'s; log-probs equal the trainer's, greedy and sampled."""
 

@@ -31,10 +31,10 @@ from rlctl.engines.rollout.sglang.weight_sync import SGLangWeightSync
 from rlctl.models.loading import load_causal_lm
 from rlctl.models.lora import AdapterWeights, adapter_state, add_adapters, config_dict, merged_state
 from rlctl.testing.rollout_contract import (
+    check_adapter_sync,
     greedy,
     hf_reference,
-    trained_adapter,
-    trainer_log_probs,
+    max_log_prob_diff,
 )
 from rlctl.testing.server_checkpoint import PARITY_PROMPTS, save_server_checkpoint
 from tests.engines.rollout.sglang.sglang_env import SGLANG_PYTHON, requires_sglang_env, tiny_recipe
@@ -52,17 +52,6 @@ class ShimmedSGLangRolloutEngine(SGLangRolloutEngine):
 
     def servers_load_adapters(self) -> bool:
         return True
-
-
-def max_log_prob_diff(hf, gens, sampled, version: int) -> float:  # type: ignore[no-untyped-def]
-    """The largest |engine - trainer| log-prob over greedy (scored at T = 1) and T = 0.8 runs."""
-    worst = 0.0
-    for runs, temperature in ((gens, 1.0), (sampled, 0.8)):
-        for prompt, g in zip(PARITY_PROMPTS, runs, strict=True):
-            assert g.weight_version == version
-            want = trainer_log_probs(hf, prompt, g.token_ids, temperature)
-            worst = max(worst, float((torch.tensor(g.log_probs) - want).abs().max()))
-    return worst
 
 
 def test_merged_syncs_give_the_trainers_log_probs(tmp_path) -> None:
@@ -124,26 +113,11 @@ def test_adapter_syncs_give_the_trainers_log_probs_under_the_test_shim(tmp_path)
     engine.load()
     print(f"\nsglang server with LoRA (test shim) up in {time.monotonic() - started:.1f} s")
     try:
-        (replica,) = engine.replicas
         sync = SGLangWeightSync(spec.weight_sync_options)
         before = [g.token_ids for g in greedy(engine)]
         for version in (1, 2):
-            adapter = trained_adapter(recipe, seed=version)
-            with engine.weight_update(timeout_s=300):
-                sync(adapter, engine, version)
-            hf.update_adapter(adapter, version)  # hf.model is now the trainer's adapted module
-            assert engine.adapter == f"rlctl-lora-v{version}"
-            served = {m["id"] for m in engine.run(engine.get(replica, "/v1/models"))["data"]}
-            assert {"rlctl-lora-v1", "rlctl-lora-v2"} & served == {engine.adapter}
-            staged = sorted(p.name for p in (engine.workdir / "weights").iterdir())
-            assert staged == [f"adapter-v{version}"]  # the previous version's files are gone
-            gens = greedy(engine)
-            assert [g.token_ids for g in gens] == [g.token_ids for g in greedy(hf)]
-            if version == 1:
-                assert [g.token_ids for g in gens] != before  # the adapter changed the policy
-            sampled = engine.generate_batch(PARITY_PROMPTS, max_new_tokens=8, temperature=0.8,
-                                            seed=version)
-            worst = max_log_prob_diff(hf, gens, sampled, version)
+            worst = check_adapter_sync(engine, sync, recipe, hf, version, before=before,
+                                       timeout_s=300)
             print(f"version {version}: max |log-prob diff| vs the trainer {worst:.2e}")
             assert worst < LOG_PROB_ATOL
     finally:

@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 
 from rlctl.config.pipeline import validate_recipe
 from rlctl.config.recipe import Recipe
@@ -22,12 +21,11 @@ from rlctl.engines.rollout.contract import RolloutEngineSpec
 from rlctl.engines.rollout.vllm.engine import VLLMRolloutEngine
 from rlctl.engines.rollout.vllm.weight_sync import VLLMWeightSync
 from rlctl.testing.rollout_contract import (
+    check_adapter_sync,
     greedy,
     hf_reference,
-    trained_adapter,
-    trainer_log_probs,
 )
-from rlctl.testing.server_checkpoint import PARITY_PROMPTS, save_server_checkpoint
+from rlctl.testing.server_checkpoint import save_server_checkpoint
 from tests.engines.rollout.vllm.vllm_env import VLLM_PYTHON, requires_vllm_env, tiny_recipe
 
 pytestmark = [requires_vllm_env, pytest.mark.slow, pytest.mark.timeout(400)]
@@ -65,37 +63,13 @@ def engine(spec):  # type: ignore[no-untyped-def]
     e.close()
 
 
-def _served(engine: VLLMRolloutEngine) -> set[str]:
-    (replica,) = engine.replicas
-    data = engine.run(engine.get(replica, "/v1/models"))
-    return {m["id"] for m in data["data"]}
-
-
 def test_adapter_syncs_give_the_trainers_log_probs(engine, spec, recipe) -> None:
     hf = hf_reference(recipe.model.path)
     sync = VLLMWeightSync(spec.weight_sync_options)
     before = [g.token_ids for g in greedy(engine)]
     for version in (1, 2):
-        adapter = trained_adapter(recipe, seed=version)
-        with engine.weight_update(timeout_s=60):
-            sync(adapter, engine, version)
-        hf.update_adapter(adapter, version)  # hf.model is now the trainer's adapted module
-        assert engine.adapter == f"rlctl-lora-v{version}"
-        assert {"rlctl-lora-v1", "rlctl-lora-v2"} & _served(engine) == {engine.adapter}
-        staged = sorted(p.name for p in (engine.workdir / "weights").iterdir())
-        assert staged == [f"adapter-v{version}"]  # the previous version's files are gone
-        gens = greedy(engine)
-        assert [g.token_ids for g in gens] == [g.token_ids for g in greedy(hf)]
-        if version == 1:
-            assert [g.token_ids for g in gens] != before  # the adapter changed the policy
-        sampled = engine.generate_batch(PARITY_PROMPTS, max_new_tokens=8, temperature=0.8,
-                                        seed=version)
-        worst = 0.0
-        for runs, temperature in ((gens, 1.0), (sampled, 0.8)):  # greedy is scored at T = 1
-            for prompt, g in zip(PARITY_PROMPTS, runs, strict=True):
-                assert g.weight_version == version
-                want = trainer_log_probs(hf, prompt, g.token_ids, temperature)
-                worst = max(worst, float((torch.tensor(g.log_probs) - want).abs().max()))
+        worst = check_adapter_sync(engine, sync, recipe, hf, version, before=before,
+                                   timeout_s=60)
         print(f"version {version}: max |log-prob diff| vs the trainer {worst:.2e}")
         assert worst < LOG_PROB_ATOL
 
