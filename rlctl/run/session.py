@@ -7,7 +7,7 @@ the prompt feeders -> the rollout producers -> the trainer, then the rollout eng
 actor's initial weights. ``ray`` mode runs every group as Ray actors (Ray started on loopback
 when no address is given);
 ``local`` mode runs each role's one rank as an object in the controller's process: the same
-worker classes, the same start (:func:`start_worker_group`) and the same controller code, so
+worker classes, the same start (:meth:`WorkerGroup.start`) and the same controller code, so
 a breakpoint in a loss works.
 """
 
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Self
 from rlctl.config.loaded import LoadedRecipe
 from rlctl.config.placement import Role
 from rlctl.plugin_parity import PluginPin, plugin_pins
-from rlctl.trainer.controller.worker_group import TrafficMeter, WorkerGroup, start_worker_group
+from rlctl.trainer.controller.worker_group import TrafficMeter, WorkerGroup, new_worker_group
 
 if TYPE_CHECKING:
     from rlctl.run.placement import ClusterPlacement
@@ -144,8 +144,8 @@ class Session:
     # ------------------------------------------------------------------ worker groups
     def _group(self, role: Role, worker_cls: type, per_rank: list[dict[str, Any]]
                ) -> WorkerGroup:
-        """Start one role's ranks (Ray actors, each in its seat; or in this process); closed
-        with the session."""
+        """One role's ranks, created (Ray actors, each in its seat; or in this process) and
+        closed with the session; :meth:`_start_groups` starts them."""
         schedule = self.recipe.schedule
         options = None
         if self.placement is not None:
@@ -153,17 +153,18 @@ class Session:
             options = [self.placement.actor_options(seat) for seat in seats]
             per_rank = [dict(kw, placed=self.placement.placed(seat))
                         for kw, seat in zip(per_rank, seats, strict=True)]
-        group = start_worker_group(role, worker_cls, per_rank, self.meter,
-                                   in_process=self.in_process,
-                                   start_timeout=schedule.start_timeout_s,
-                                   timeout=schedule.phase_timeout_s,
-                                   liveness_timeout=schedule.liveness_timeout_s,
-                                   plugins=self.plugins,
-                                   actor_options=options)
+        group = new_worker_group(role, worker_cls, per_rank, self.meter,
+                                 in_process=self.in_process,
+                                 timeout=schedule.phase_timeout_s,
+                                 liveness_timeout=schedule.liveness_timeout_s,
+                                 actor_options=options)
         self.stack.callback(group.shutdown)
         return group
 
     def _start_groups(self, registry: Any) -> None:
+        """Every role's group created first, then each started in turn (training, rollout,
+        reward models): in Ray mode the later roles' processes start and import while the
+        training ranks build their engines, instead of after."""
         from rlctl.trainer.worker.reward_worker import RewardWorker
         from rlctl.trainer.worker.rollout_worker import RolloutWorker
         from rlctl.trainer.worker.training_worker import TrainingWorker
@@ -182,6 +183,10 @@ class Session:
         if uses_reward_models(self.loaded, registry):
             self.reward = self._group("reward", RewardWorker, [
                 dict(common, rank=r) for r in range(engines.reward.workers)])
+        for group, worker_cls in ((self.train, TrainingWorker), (self.rollout, RolloutWorker),
+                                  (self.reward, RewardWorker)):
+            if group is not None:
+                group.start(worker_cls, self.recipe.schedule.start_timeout_s, self.plugins)
 
     # ------------------------------------------------------------------ the controller
     def _build_trainer(self, registry: Any) -> None:

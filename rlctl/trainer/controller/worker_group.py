@@ -11,7 +11,7 @@ as its pickled bytes.
 A call names the worker method by its function, ``group.call(TrainingWorker.compute_log_prob,
 ...)``, so a reader (and an IDE) can follow a phase into the worker; Ray calls it by name.
 Workers implement :class:`rlctl.trainer.worker.contract.Worker`, and every group starts the
-same way whatever it runs on (:func:`start_worker_group`): rank 0's rendezvous port first
+same way whatever it runs on (:meth:`WorkerGroup.start`): rank 0's rendezvous port first
 when the ranks form one torch.distributed world, then ``ready`` on every rank, then ``pid``.
 
 Every call has a bound (the group's ``timeout``, ``schedule.phase_timeout_s``, unless the
@@ -469,32 +469,23 @@ class RayWorkerGroup(WorkerGroup):
                 ray.kill(actor)
 
 
-def start_worker_group(
+def new_worker_group(
     name: str,
     worker_cls: type[Worker],
     init_kwargs: Sequence[dict[str, Any]],
     meter: TrafficMeter,
     *,
     in_process: bool,
-    start_timeout: float,
     timeout: float, liveness_timeout: float = DEFAULT_BOUND_S,
-    plugins: Sequence[PluginPin] = (),
     actor_options: Sequence[dict[str, Any]] | None = None,
 ) -> WorkerGroup:
-    """One role's ranks, started: ``worker_cls(**init_kwargs[r])`` per rank r, as objects in
-    this process (``in_process``: ``--local``) or as Ray actors (placed by ``actor_options``);
-    then :meth:`WorkerGroup.start` (``plugins``: the controller's, that every rank must have).
-    A group that fails to start is shut down before the error propagates."""
-    group: WorkerGroup
+    """One role's ranks, created but not started: ``worker_cls(**init_kwargs[r])`` per rank
+    r, as objects in this process (``in_process``: ``--local``) or as Ray actors (placed by
+    ``actor_options``), whose processes start and import their modules from now on, beside
+    the other roles'. :meth:`WorkerGroup.start` then checks plugins and builds the engines
+    (``ready``); a worker's constructor only keeps its arguments."""
     if in_process:
-        group = LocalWorkerGroup(name, [worker_cls(**kw) for kw in init_kwargs], meter,
-                                 timeout=timeout)
-    else:
-        group = RayWorkerGroup(name, worker_cls, init_kwargs, meter, timeout=timeout,
-                               liveness_timeout=liveness_timeout, actor_options=actor_options)
-    try:
-        group.start(worker_cls, start_timeout, plugins)
-    except BaseException:
-        group.shutdown()
-        raise
-    return group
+        return LocalWorkerGroup(name, [worker_cls(**kw) for kw in init_kwargs], meter,
+                                timeout=timeout)
+    return RayWorkerGroup(name, worker_cls, init_kwargs, meter, timeout=timeout,
+                          liveness_timeout=liveness_timeout, actor_options=actor_options)
