@@ -6,11 +6,12 @@ through the engine's ``weight_update`` and a real weight sync, the way the rollo
 does; :func:`check_segments` asserts what a resumed response must be.
 
 The first update lands while every request of the batch is in flight with tokens decoded, by
-construction, not by timing: a :class:`DecodingHold` (each server's own API, driven by the test
-harness, never by the engine) keeps the server from finishing the batch until that update is
-done. Waiting for a decoded-token count and then updating was not enough: the tiny model
-decodes the whole batch in about 0.6 s, and under load it sometimes finished between the
-count and the abort (no update, or nothing aborted).
+construction, not by timing: a :class:`DecodingHold` (SGLang's testing API, a test-only
+logits processor on the vLLM server; driven by the test harness, never by the engine) slows
+the server's steps so that the batch's 96 take minutes until that update is done. Waiting for
+a decoded-token count and then updating was not enough: the tiny model decodes the whole batch
+in about 0.3-0.6 s, and under load it sometimes finished between the count and the abort (no
+update, or nothing aborted).
 :class:`PartialRolloutChecks` holds the tests themselves: each engine's module subclasses it
 with its names, its hold and a module-scoped ``engine`` fixture.
 """

@@ -9,17 +9,20 @@ own to it. Modules whose server differs (``--enable-lora``, two replicas) start 
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
 import pytest
 
 from rlctl.engines.rollout.vllm.engine import VLLMRolloutEngine
+from rlctl.engines.rollout.vllm.server import WORKER_EXTENSION_DIR
 from rlctl.testing.server_checkpoint import save_server_checkpoint
 from tests.engines.rollout.server.shared_server import order_around_the_shared_server
 from tests.engines.rollout.vllm.vllm_env import VLLM_PYTHON, engine_spec, tiny_recipe
 
 PACKAGE = Path(__file__).parent
+HELD_STEPS = PACKAGE / "held_steps"  # test-only: see its held_steps.py
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -33,13 +36,24 @@ def checkpoint(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="package")
-def vllm_server(checkpoint):
+def held_steps_gate(tmp_path_factory) -> Path:
+    """The file that slows the package server's steps while it exists (``held_steps.py``)."""
+    return tmp_path_factory.mktemp("held-steps") / "seconds-per-step"
+
+
+@pytest.fixture(scope="package")
+def vllm_server(checkpoint, held_steps_gate):
     """The package's vLLM server and the engine that owns it (30-60 s to start on 2 shared
     cores, minutes under load). It logs stats: the partial-rollout checks read its
-    Prometheus ``/metrics``. The test marked ``kills_shared_server`` ends it, the teardown
-    otherwise."""
+    Prometheus ``/metrics``; it runs the test-only ``held_steps`` logits processor (the
+    partial-rollout checks' hold: logits unchanged, steps slowed only while
+    ``held_steps_gate`` exists). The test marked ``kills_shared_server`` ends it, the
+    teardown otherwise."""
+    env = {"PYTHONPATH": f"{WORKER_EXTENSION_DIR}{os.pathsep}{HELD_STEPS}",
+           "RLCTL_TEST_HELD_STEPS_FILE": str(held_steps_gate)}
     recipe = tiny_recipe(str(checkpoint), python=VLLM_PYTHON, startup_timeout_s=400,
-                         log_stats=True)
+                         log_stats=True, env=env, allow_loader_env=True,  # test-only code
+                         extra_args=["--logits-processors", "held_steps:HeldSteps"])
     e = VLLMRolloutEngine(engine_spec(recipe))
     started = time.monotonic()
     e.load()

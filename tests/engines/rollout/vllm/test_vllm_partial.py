@@ -14,6 +14,7 @@ import re
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -28,7 +29,6 @@ from tests.engines.rollout.server.partial_checks import (
     PartialRolloutChecks,
     check_still_running,
     metric_sum,
-    post_to_server,
 )
 from tests.engines.rollout.server.shared_server import on_checkpoint_weights
 from tests.engines.rollout.vllm.vllm_env import (
@@ -67,45 +67,49 @@ def engine(vllm_server: VLLMRolloutEngine) -> Iterator[VLLMRolloutEngine]:
     # the package's next user starts from the checkpoint's weights again (on_checkpoint_weights)
 
 
-class PausedScheduler(DecodingHold):
-    """vLLM's ``POST /pause?mode=keep`` (dev mode) freezes every request where it is: the
-    scheduler schedules no token while ``PAUSED_ALL`` (``vllm/v1/core/sched/scheduler.py``:
-    ``token_budget = 0``), requests keep their tokens and KV cache and new ones queue; an
-    abort still answers them with their tokens (``/abort_requests`` ends them in the API
-    server's output processor; the engine core handles aborts while paused). ``/resume``
-    schedules them again (``vllm/v1/engine/core.py``, ``pause_scheduler``).
+class HeldSteps(DecodingHold):
+    """The server's test-only ``held_steps`` logits processor (``held_steps/held_steps.py``,
+    on the package's server): while the gate file holds a number of seconds, each engine step
+    sleeps that long before sampling, so the batch's 96 steps take minutes, while an abort,
+    handled between steps, still ends every running request at the next step boundary with its
+    tokens. The hold is on before the batch is sent and lifted after the first update.
 
-    The batch goes into a paused server and is let through in steps: ``/resume``, then
-    ``/pause`` again as soon as ``/resume`` has answered, until the server has counted a first
-    token of every request (``vllm:time_to_first_token_seconds_count``: one sample per
-    request). What runs unheld is what the server decodes between those two calls, never
-    the whole batch's 96 steps; the sync's own ``/pause`` and ``/resume`` would also lift the
-    hold (``resume`` is idempotent)."""
+    vLLM's own ``/pause?mode=keep`` does not serve: the batch must reach its first tokens, and
+    letting it through in steps (``/resume``, then ``/pause`` again) runs the scheduler unheld
+    between the two calls, long enough to finish the tiny model's whole batch (0.3 s) when the
+    test thread is descheduled on a loaded machine."""
 
+    step_s = 0.5
+    """The remaining 95 steps take at least 47 s: far beyond any update's abort."""
     first_tokens = r"vllm:time_to_first_token_seconds_count\{[^}]*\}"
-    pause = "/pause?mode=keep&clear_cache=false"
+
+    def __init__(self, gate: Path) -> None:
+        self.gate = gate
 
     def hold(self, engine: VLLMRolloutEngine) -> None:
         self.before = metric_sum(engine, self.first_tokens)
-        post_to_server(engine, self.pause)
+        self.gate.write_text(str(self.step_s))
 
     def until_every_request_decoded(self, engine: VLLMRolloutEngine,
                                     running: threading.Thread) -> None:
+        # one first-token sample per request (the server counts it when the token is out)
         deadline = time.monotonic() + HOLD_BOUND_S
         while metric_sum(engine, self.first_tokens) - self.before < len(PROMPTS):
             check_still_running(engine, running, deadline)
-            post_to_server(engine, "/resume")
-            post_to_server(engine, self.pause)
+            time.sleep(0.05)
         check_still_running(engine, running, deadline)
 
     def release(self, engine: VLLMRolloutEngine) -> None:
-        post_to_server(engine, "/resume")
+        self.gate.unlink(missing_ok=True)
 
 
 class TestVLLMPartial(PartialRolloutChecks):
     name = "vllm"
     abort_path = "abort_requests"
-    hold = PausedScheduler
+
+    @pytest.fixture(autouse=True)
+    def _gate(self, held_steps_gate: Path) -> None:
+        self.hold = lambda: HeldSteps(held_steps_gate)
 
     @pytest.fixture
     def server(self, vllm_server: VLLMRolloutEngine) -> ServerProcess:
