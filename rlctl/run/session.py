@@ -170,10 +170,12 @@ class Session:
         from rlctl.trainer.worker.training_worker import TrainingWorker
 
         engines = self.recipe.engines
-        if self.in_process:
+        if self.in_process and "OMP_NUM_THREADS" not in os.environ:
             import torch
 
-            torch.set_num_threads(os.cpu_count() or 1)
+            # Every CPU this process may run on (a container or taskset may allow fewer than
+            # the machine has); a user's OMP_NUM_THREADS, which torch already follows, wins.
+            torch.set_num_threads(len(os.sched_getaffinity(0)))
         common = {"loaded": self.loaded, "plane": self.plane}
         ranks = engines.train.ranks
         self.train = self._group("train", TrainingWorker, [

@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from tests.worker_units import SHARED_SERVER_PACKAGES
+
 KILLS = "kills_shared_server"
 
 
@@ -25,6 +27,10 @@ def order_around_the_shared_server(items: list[pytest.Item], package: Path,
                                    fixture: str) -> None:
     """Reorder, in place and within ``package`` only, the tests that use ``fixture`` first,
     those marked ``kills_shared_server`` last among them, the package's others after."""
+    if not any(package.match(f"*/{p}") for p in SHARED_SERVER_PACKAGES):
+        raise RuntimeError(f"{package} shares a server among its modules: add it to "
+                           "tests.worker_units.SHARED_SERVER_PACKAGES (one pytest-xdist worker "
+                           "runs the package, on one server)")
     slots = [i for i, item in enumerate(items) if item.path.is_relative_to(package)]
 
     def rank(item: pytest.Item) -> int:

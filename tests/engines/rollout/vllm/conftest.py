@@ -22,7 +22,7 @@ from tests.engines.rollout.server.shared_server import order_around_the_shared_s
 from tests.engines.rollout.vllm.vllm_env import VLLM_PYTHON, engine_spec, tiny_recipe
 
 PACKAGE = Path(__file__).parent
-HELD_STEPS = PACKAGE / "held_steps"  # test-only: see its held_steps.py
+SHIM = PACKAGE / "shim"  # test-only: see its held_steps.py
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -49,7 +49,7 @@ def vllm_server(checkpoint, held_steps_gate):
     partial-rollout checks' hold: logits unchanged, steps slowed only while
     ``held_steps_gate`` exists). The test marked ``kills_shared_server`` ends it, the
     teardown otherwise."""
-    env = {"PYTHONPATH": f"{WORKER_EXTENSION_DIR}{os.pathsep}{HELD_STEPS}",
+    env = {"PYTHONPATH": f"{WORKER_EXTENSION_DIR}{os.pathsep}{SHIM}",
            "RLCTL_TEST_HELD_STEPS_FILE": str(held_steps_gate)}
     recipe = tiny_recipe(str(checkpoint), python=VLLM_PYTHON, startup_timeout_s=400,
                          log_stats=True, env=env, allow_loader_env=True,  # test-only code

@@ -68,7 +68,7 @@ def engine(vllm_server: VLLMRolloutEngine) -> Iterator[VLLMRolloutEngine]:
 
 
 class HeldSteps(DecodingHold):
-    """The server's test-only ``held_steps`` logits processor (``held_steps/held_steps.py``,
+    """The server's test-only ``held_steps`` logits processor (``shim/held_steps.py``,
     on the package's server): while the gate file holds a number of seconds, each engine step
     sleeps that long before sampling, so the batch's 96 steps take minutes, while an abort,
     handled between steps, still ends every running request at the next step boundary with its

@@ -11,8 +11,8 @@ names exists (its text: the seconds); the batch's 96 steps take minutes, an abor
 every running request at the next step boundary with its tokens, and the logits pass through
 unchanged (greedy tokens, log-probs and everything else are what vLLM computes without it).
 
-Use: the vLLM server of ``tests/engines/rollout/vllm`` starts with this folder on its
-``PYTHONPATH`` and ``--logits-processors held_steps:HeldSteps`` (``conftest.py``). Runs inside
+Use: the vLLM server of ``tests/engines/rollout/vllm`` starts with this ``shim`` folder on
+its ``PYTHONPATH`` and ``--logits-processors held_steps:HeldSteps`` (``conftest.py``). Runs inside
 vLLM's own environment: never import it from the ``rlctl`` package or its tests.
 """
 
