@@ -213,14 +213,13 @@ class PartialRolloutChecks:
     """The partial-rollout tests of a server engine, on its module-scoped ``engine`` fixture.
 
     A subclass (``TestVLLMPartial``...) names the server (``name``, as in its errors), the
-    abort endpoint an update posts (``abort_path``), how the test holds its decoding
-    (``hold``: a :class:`DecodingHold` class), its weight sync class (``sync``) and the test
-    weights (``state(k)``: the checkpoint's for 0, others for 1).
+    abort endpoint an update posts (``abort_path``), its weight sync class (``sync``) and the
+    test weights (``state(k)``: the checkpoint's for 0, others for 1), and gives the ``hold``
+    fixture: how the test holds its decoding (a fresh :class:`DecodingHold`).
     """
 
     name: str
     abort_path: str
-    hold: Callable[[], DecodingHold]
     sync: Callable[[], Any]
     state: Callable[[int], Mapping[str, Any]]
 
@@ -233,12 +232,12 @@ class PartialRolloutChecks:
         return ref
 
     def test_resumed_on_the_same_weights_the_response_is_the_uninterrupted_one(
-        self, engine: Any, reference: Reference
+        self, engine: Any, reference: Reference, hold: DecodingHold
     ) -> None:
         # updates with unchanged weights: every resumed request must continue exactly where
         # it was cut (greedy), so the response is token for token the uninterrupted one
         start, started = engine.weight_version, time.monotonic()
-        run = interrupted(engine, self.sync(), [self.state(0)], hold=self.hold(),
+        run = interrupted(engine, self.sync(), [self.state(0)], hold=hold,
                           every_s=0.05 * reference.took_s, max_updates=3)
         print(f"\n{self.name}, same weights: {summary(run)} in "
               f"{time.monotonic() - started:.1f} s")
@@ -249,13 +248,13 @@ class PartialRolloutChecks:
                                        atol=LOG_PROB_ATOL, rtol=0)
 
     def test_each_segment_comes_from_the_weights_of_its_version(
-        self, engine: Any, reference: Reference
+        self, engine: Any, reference: Reference, hold: DecodingHold
     ) -> None:
         # One update to other weights mid-response: the tokens before the cut are the old
         # weights' greedy ones, the tokens after it the new weights' greedy continuation of
         # (prompt + tokens before the cut), with the new weights' log-probs.
         start = engine.weight_version
-        run = interrupted(engine, self.sync(), [self.state(1)], hold=self.hold(),
+        run = interrupted(engine, self.sync(), [self.state(1)], hold=hold,
                           max_updates=1)
         print(f"\n{self.name}, new weights: {summary(run)}")
         check_segments(run, start_version=start)

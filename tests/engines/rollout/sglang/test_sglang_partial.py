@@ -118,9 +118,12 @@ class SlowedForwards(DecodingHold):
 class TestSGLangPartial(PartialRolloutChecks):
     name = "sglang"
     abort_path = "abort_request"
-    hold = SlowedForwards
     sync = SGLangWeightSync
     state = staticmethod(sharpened_state)
+
+    @pytest.fixture
+    def hold(self) -> SlowedForwards:
+        return SlowedForwards()
 
     @pytest.fixture
     def server(self, sglang_server: SGLangRolloutEngine) -> ServerProcess:

@@ -107,9 +107,9 @@ class TestVLLMPartial(PartialRolloutChecks):
     name = "vllm"
     abort_path = "abort_requests"
 
-    @pytest.fixture(autouse=True)
-    def _gate(self, held_steps_gate: Path) -> None:
-        self.hold = lambda: HeldSteps(held_steps_gate)
+    @pytest.fixture
+    def hold(self, held_steps_gate: Path) -> HeldSteps:
+        return HeldSteps(held_steps_gate)
 
     @pytest.fixture
     def server(self, vllm_server: VLLMRolloutEngine) -> ServerProcess:
