@@ -214,10 +214,11 @@ def _file_of(exc: BaseException) -> str | None:
 def _reason(exc: BaseException) -> str:
     """One line: the first rank's error inside a CheckpointException, else the error itself."""
     exc = _first_failure(exc)
-    if isinstance(exc, OSError) and exc.filename and exc.strerror:
+    name = _file_of(exc)
+    if name and isinstance(exc, OSError) and exc.strerror:
         # The file's name, not its path: the caller names the directory, and a long path
         # would push what went wrong past the line's cut.
-        return f"{type(exc).__name__}: {exc.strerror}: {Path(str(exc.filename)).name}"
+        return f"{type(exc).__name__}: {exc.strerror}: {name}"
     if isinstance(exc, pickle.UnpicklingError) and "weights_only" in str(exc):
         # torch's text advises weights_only=False, exactly what must not be done here
         return ("UnpicklingError: not the plain tensors and values a checkpoint holds "

@@ -185,10 +185,9 @@ class Session:
         if uses_reward_models(self.loaded, registry):
             self.reward = self._group("reward", RewardWorker, [
                 dict(common, rank=r) for r in range(engines.reward.workers)])
-        for group, worker_cls in ((self.train, TrainingWorker), (self.rollout, RolloutWorker),
-                                  (self.reward, RewardWorker)):
+        for group in (self.train, self.rollout, self.reward):
             if group is not None:
-                group.start(worker_cls, self.recipe.schedule.start_timeout_s, self.plugins)
+                group.start(self.recipe.schedule.start_timeout_s, self.plugins)
 
     # ------------------------------------------------------------------ the controller
     def _build_trainer(self, registry: Any) -> None:

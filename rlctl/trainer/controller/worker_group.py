@@ -107,9 +107,12 @@ class WorkerGroup(ABC):
     """The ranks of one role."""
 
     def __init__(
-        self, name: str, world_size: int, meter: TrafficMeter, *, timeout: float = DEFAULT_TIMEOUT_S
+        self, name: str, worker_cls: type[Worker], world_size: int, meter: TrafficMeter, *,
+        timeout: float = DEFAULT_TIMEOUT_S
     ) -> None:
         self.name = name
+        self.worker_cls = worker_cls
+        """The class every rank runs: :meth:`start` calls its start protocol."""
         self.world_size = world_size
         self.meter = meter
         self.timeout = timeout
@@ -131,13 +134,13 @@ class WorkerGroup(ABC):
         """The bound of one call: the caller's, else the group's (never unbounded)."""
         return self.timeout if timeout is None else timeout
 
-    def start(self, worker_cls: type[Worker], timeout: float,
-              plugins: Sequence[PluginPin] = ()) -> None:
+    def start(self, timeout: float, plugins: Sequence[PluginPin] = ()) -> None:
         """The start of every group: every rank checks it has ``plugins`` (the controller's,
         when the ranks run in other processes), rank 0's rendezvous port when the ranks form one
         torch.distributed world (bound and held by rank 0 before the others learn it: a port
         probed here would be free only now), ``ready`` on every rank (constructor and build
         failures surface now, with the rank), then every rank's pid."""
+        worker_cls = self.worker_cls
         if plugins:
             self.call(worker_cls.check_plugins, timeout=timeout, expected=list(plugins))
         joined: dict[str, Any] = {}
@@ -232,7 +235,7 @@ class LocalWorkerGroup(WorkerGroup):
         *,
         timeout: float = DEFAULT_TIMEOUT_S,
     ) -> None:
-        super().__init__(name, len(workers), meter, timeout=timeout)
+        super().__init__(name, type(workers[0]), len(workers), meter, timeout=timeout)
         self.workers = workers
         self.pids = [os.getpid()] * len(workers)
 
@@ -302,7 +305,7 @@ class RayWorkerGroup(WorkerGroup):
         resources it takes there; :mod:`rlctl.run.placement`); none: anywhere, no resources."""
         import ray
 
-        super().__init__(name, len(init_kwargs), meter, timeout=timeout)
+        super().__init__(name, worker_cls, len(init_kwargs), meter, timeout=timeout)
         # Some methods run on threads of their own (the worker's concurrency groups), e.g. a
         # weight update that must not queue behind generate calls. (Ray takes the groups only
         # here, not in options.)
